@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs everything this project needs on a fresh Debian 12 machine, and nothing twice:
+#   1. Debian packages (compiler tools, ccache, OpenMPI, nlohmann/json, spdlog, GoogleTest,
+#      Google Benchmark, libjpeg-turbo, libpng) -- only the missing ones, via apt-get;
+#   2. the project-local Python environment .venv/ with the pinned run_scripts/requirements.txt
+#      (torch provides the LibTorch C++ distribution the build links against).
+# Quick when already done: a stamp in .venv records the hash of the requirements it holds.
+#
+# Environment:
+#   MRCNN_VENV   where the environment lives (default: <repo>/.venv)
+#   MRCNN_SKIP_APT=1   do not touch Debian packages (e.g. no root; install them yourself)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${MRCNN_VENV:-$repo/.venv}"
+req="$repo/run_scripts/requirements.txt"
+
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+# ---- 1. Debian packages ---------------------------------------------------------------------
+debs=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libopenmpi-dev openmpi-bin
+  nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev
+  python3-venv
+)
+if [[ "${MRCNN_SKIP_APT:-0}" != 1 ]]; then
+  missing=()
+  for p in "${debs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  # python3-venv is only needed when the python3 on PATH is Debian's own.
+  if [[ " ${missing[*]} " == *" python3-venv "* ]] && python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    missing=("${missing[@]/python3-venv}")
+    read -r -a missing <<<"${missing[*]}"
+  fi
+  if ((${#missing[@]})); then
+    say "installing Debian packages: ${missing[*]}"
+    sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+# ---- 2. Python environment ------------------------------------------------------------------
+want="$(sha256sum "$req" | cut -d' ' -f1)"
+stamp="$venv/.mrcnn-requirements.sha256"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
+  say "python environment up to date ($venv)"
+else
+  say "creating python environment in $venv (torch + CUDA wheels: a few GB the first time)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q --progress-bar off -r "$req"
+  echo "$want" >"$stamp"
+fi
+
+# Tell the caller where LibTorch's CMake config lives (CMake also finds it on its own).
+"$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' >"$venv/.torch-cmake-prefix"
+say "ready: LibTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') at $(cat "$venv/.torch-cmake-prefix")"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up everything (bootstrap), builds with warnings as errors, and runs every test through
+# ctest: the GoogleTest suites and the Python reference checks (pycocotools, torchvision,
+# mlperf-logging). Extra arguments go to ctest (e.g. -R eval, -L python).
+#
+# Environment:
+#   MRCNN_BUILD_DIR   build folder (default: <repo>/build)
+#   MRCNN_JOBS        parallel compile jobs (default: number of cores)
+#   MRCNN_TEST_JOBS   parallel tests (default: number of cores)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+build="${MRCNN_BUILD_DIR:-$repo/build}"
+jobs="${MRCNN_JOBS:-$(nproc)}"
+test_jobs="${MRCNN_TEST_JOBS:-$(nproc)}"
+
+start=$(date +%s)
+bash run_scripts/bootstrap.sh
+cmake -S . -B "$build" -G Ninja -DMRCNN_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "$jobs"
+built=$(date +%s)
+echo "[test] build took $((built - start)) s"
+ctest --test-dir "$build" --output-on-failure --timeout 1500 -j "$test_jobs" "$@"
+echo "[test] all tests passed in $(( $(date +%s) - built )) s (total $(( $(date +%s) - start )) s)"
