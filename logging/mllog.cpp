@@ -74,11 +74,20 @@ void MLLogger::event(std::string_view key, const Json& value, const Json& metada
   emit(EventType::kPointInTime, key, value, metadata, where);
 }
 
+namespace {
+// Source paths are relative to the repository root (-fmacro-prefix-map); when ccache rewrites
+// them relative to a build folder inside the repository they start with "../": drop that too.
+std::string_view repo_relative(std::string_view file) {
+  while (file.starts_with("../") || file.starts_with("./")) file.remove_prefix(file[1] == '.' ? 3 : 2);
+  return file;
+}
+}  // namespace
+
 void MLLogger::emit(EventType type, std::string_view key, const Json& value, const Json& metadata,
                     const std::source_location& where) {
   if (!enabled()) return;
   Json meta = Json::object();
-  meta["file"] = where.file_name();
+  meta["file"] = std::string(repo_relative(where.file_name()));
   meta["lineno"] = where.line();
   if (metadata.is_object()) {
     for (const auto& [k, v] : metadata.items()) meta[k] = v;

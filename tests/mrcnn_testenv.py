@@ -1,0 +1,38 @@
+"""Shared helpers for the Python reference checks that ctest runs (tests/**/test_*.py).
+
+ctest sets MRCNN_SOURCE_DIR and MRCNN_BUILD_DIR; running a check by hand works too:
+    MRCNN_BUILD_DIR=build .venv/bin/python tests/logging/test_checker_parity.py
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+SOURCE_DIR = pathlib.Path(os.environ.get("MRCNN_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[1]))
+BUILD_DIR = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", SOURCE_DIR / "build")).resolve()
+PYTHON = sys.executable
+
+
+def binary(name: str) -> pathlib.Path:
+    """Path of a built executable (searched under the build folder), or a clear failure."""
+    for candidate in (BUILD_DIR / "benchmark" / name, BUILD_DIR / name):
+        if candidate.is_file():
+            return candidate
+    for candidate in BUILD_DIR.rglob(name):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit(f"{name} not found under {BUILD_DIR}: build the project first")
+
+
+def mlperf_maskrcnn() -> pathlib.Path:
+    return binary("mlperf-maskrcnn")
+
+
+def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory:
+    """A temporary folder, removed when the returned object is cleaned up."""
+    return tempfile.TemporaryDirectory(prefix=f"mrcnn-{prefix}-")
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
