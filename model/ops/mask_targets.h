@@ -1,0 +1,35 @@
+// Mask R-CNN mask-head targets, the MLPerf reference's way (maskrcnn-benchmark's
+// project_masks_on_boxes with polygon masks): for every positive proposal k, the polygons of its
+// matched ground-truth instance are
+//   1. cropped to the proposal: x - x1, y - y1 (float32, as the reference stores polygons);
+//   2. scaled to resolution x resolution: x * (M / max(x2 - x1, 1)), y * (M / max(y2 - y1, 1))
+//      (float32 multiply by the float64 ratio rounded to float32, as a float32 tensor times a
+//      Python float);
+//   3. rasterized at M x M with pycocotools' polygon rasterizer (frPyObjects, the union of the
+//      instance's polygons, decode), through eval/rle.h.
+// Nothing outside the proposal contributes, and nothing is resampled: a polygon edge lands
+// where pycocotools puts it, not where a resized full-image bitmap would.
+//
+// Runs on the CPU (polygons are CPU data); the result is moved to the device of `proposals`.
+// Parallel over proposals; deterministic. Registered as `mrcnn::mask_targets`.
+// Thread-safety: stateless; safe to call concurrently.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "model/structures.h"
+
+namespace mrcnn::ops {
+
+// gt_polygons:      the polygons of one image's ground-truth instances (resized-image pixels).
+// matched_gt_index: int64 [K], each in 0..num_instances-1.
+// proposals:        float [K, 4] XYXY, the positive proposals.
+// Returns float32 [K, resolution, resolution] with values in {0, 1}. K == 0 gives [0, M, M].
+// Throws std::invalid_argument on an inconsistent PolygonList, an index out of range, or a
+// polygon of fewer than 3 points (pycocotools would read 4 coordinates as a box).
+at::Tensor mask_targets(const model::PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
+                        const at::Tensor& proposals, int64_t resolution = 28);
+
+}  // namespace mrcnn::ops

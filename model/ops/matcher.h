@@ -1,0 +1,46 @@
+// Matches predictions (anchors, proposals) to ground truth by a quality matrix (IoU), with
+// torchvision's Matcher semantics (models/detection/_utils.py):
+//   * each prediction takes the ground truth of highest quality (ties: lowest gt index);
+//   * quality < low  -> kBelowLowThreshold (background); low <= quality < high ->
+//     kBetweenThresholds (ignored);
+//   * with allow_low_quality_matches, every prediction that reaches some ground truth's best
+//     quality (ties included) gets back its own best match (its argmax over gts, which may be a
+//     different gt than the one it ties for; as torchvision and Detectron do).
+// RPN: Matcher(0.7, 0.3, true); RoI heads: Matcher(0.5, 0.5, false).
+// Written with ATen operators: any device. Registered as `mrcnn::match` (for tests).
+//
+// Thread-safety: immutable; operator() is safe to call concurrently.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace mrcnn::ops {
+
+class Matcher {
+ public:
+  static constexpr int64_t kBelowLowThreshold = -1;
+  static constexpr int64_t kBetweenThresholds = -2;
+
+  // Throws std::invalid_argument unless low_threshold <= high_threshold.
+  Matcher(double high_threshold, double low_threshold, bool allow_low_quality_matches);
+
+  // match_quality: [G, P] floating (G ground-truth boxes, P predictions).
+  // Returns int64 [P]: the matched gt index in 0..G-1, or one of the sentinels.
+  // G == 0 (an image without ground truth): every prediction is kBelowLowThreshold (background);
+  // torchvision raises instead. P == 0: an empty result. NaN qualities compare as torch.max does
+  // (NaN wins), i.e. the caller must not pass them.
+  at::Tensor operator()(const at::Tensor& match_quality) const;
+
+  double high_threshold() const { return high_threshold_; }
+  double low_threshold() const { return low_threshold_; }
+  bool allow_low_quality_matches() const { return allow_low_quality_matches_; }
+
+ private:
+  double high_threshold_;
+  double low_threshold_;
+  bool allow_low_quality_matches_;
+};
+
+}  // namespace mrcnn::ops

@@ -1,0 +1,69 @@
+// Fused RPN proposal generation over a padded batch: the work of torchvision's
+// RegionProposalNetwork after the head (box decoding + filter_proposals) and of the MLPerf
+// reference's RPNPostProcessor, in one op. For every image n and level l:
+//   1. the pre_nms_top_n anchors of highest objectness logit (stable: equal logits keep the lower
+//      anchor index first);
+//   2. decode their deltas (BoxCoder weights 1,1,1,1, clamp log(1000/16));
+//   3. clip to the TRUE image size image_sizes[n] (not the padded size);
+//   4. drop boxes with width or height < min_size, and boxes whose probability
+//      sigmoid(logit) < score_threshold;
+//   5. NMS at nms_threshold within the level (torchvision's batched NMS with the level as the
+//      category; boxes visited in the order of step 1, which is a stable decreasing-probability
+//      order);
+// then per image the kept boxes of all levels are ordered by decreasing probability (ties: lower
+// level, then the step-1 order) and
+//   6a. per image (default; torchvision, and the reference at test time): the first
+//       post_nms_top_n of each image are kept;
+//   6b. per batch (per_batch_post_nms; the MLPerf reference's training behaviour): the
+//       post_nms_top_n of highest probability over the whole batch are kept (ties: lower image
+//       index first), each image keeping its share in decreasing-probability order.
+//
+// Registered as `mrcnn::generate_proposals` (CPU, CUDA). Not differentiable: proposals are
+// constants for the rest of the network, as in the reference. Deterministic on CPU for any
+// thread count (images x levels run in parallel, each one sequentially).
+// Thread-safety: stateless; safe to call concurrently.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mrcnn::ops {
+
+struct ProposalOptions {
+  // Anchors kept per image and level before NMS (MLPerf reference: 2000 training, 1000 test).
+  int64_t pre_nms_top_n = 2000;
+  // Proposals kept after NMS, per image or per batch (see per_batch_post_nms); also the padded
+  // width P of the result. (MLPerf: 1000 per image at test; per batch in training.)
+  int64_t post_nms_top_n = 1000;
+  // IoU above which a box is suppressed by a better one of its level.
+  double nms_threshold = 0.7;
+  // Boxes narrower or lower than this (after clipping) are dropped; 0 keeps every box
+  // (torchvision uses 1e-3).
+  double min_size = 0.0;
+  // Select post_nms_top_n over the whole batch instead of per image.
+  bool per_batch_post_nms = false;
+  // Boxes with sigmoid(objectness) below this are dropped (probability, not logit).
+  double score_threshold = 0.0;
+};
+
+struct Proposals {
+  at::Tensor boxes;   // float [N, P, 4] XYXY in the padded image's pixels; rows >= counts[n] are 0
+  at::Tensor scores;  // float [N, P] objectness PROBABILITIES sigmoid(logit); rows >= counts are 0
+  at::Tensor counts;  // int64 [N] valid rows per image (on the device of the inputs)
+};
+
+// objectness[l]:  [N, A, H_l, W_l] logits of level l (any strides);
+// box_deltas[l]:  [N, 4*A, H_l, W_l] deltas, channel 4*a + j for anchor a and coordinate j;
+// anchors[l]:     [H_l*W_l*A, 4] as AnchorGenerator returns (location row-major, then anchor);
+// image_sizes:    int64 [N, 2] (height, width) of each image before padding (any device).
+// All float tensors share dtype (float32 or float64) and device. P = post_nms_top_n.
+// Throws c10::Error naming the argument on shape/device/dtype mismatches, and when an
+// objectness logit is NaN (CPU; on CUDA a device-side assert).
+Proposals generate_proposals(const std::vector<at::Tensor>& objectness,
+                             const std::vector<at::Tensor>& box_deltas,
+                             const std::vector<at::Tensor>& anchors,
+                             const at::Tensor& image_sizes, const ProposalOptions& options);
+
+}  // namespace mrcnn::ops

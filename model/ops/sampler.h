@@ -1,0 +1,46 @@
+// Balanced positive/negative sampling of the training examples of one image (torchvision's
+// BalancedPositiveNegativeSampler), driven by a caller-owned seeded generator.
+//
+// The draw, so that a test can reproduce torchvision's selection exactly:
+//   positive = indices with labels >= 1 (increasing), negative = indices with labels == 0;
+//   num_pos = min(#positive, int(batch_size_per_image * positive_fraction));
+//   num_neg = min(#negative, batch_size_per_image - num_pos);
+//   perm_pos = randperm(#positive, generator)[:num_pos]; then
+//   perm_neg = randperm(#negative, generator)[:num_neg]   (in that order, always both, even
+//   when a count is 0), each drawn on the generator's device;
+//   the masks mark positive[perm_pos] and negative[perm_neg].
+// With a CPU generator and CPU labels this is torchvision's sampler with torch.randperm drawing
+// from that generator (torchvision draws from the default generator of the labels' device).
+//
+// Thread-safety: the sampler is immutable, but the generator is mutated: calls sharing one
+// generator must not run concurrently (PyTorch generators need their mutex held; this class
+// takes it).
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace mrcnn::ops {
+
+class BalancedPositiveNegativeSampler {
+ public:
+  // Throws std::invalid_argument unless batch_size_per_image >= 0 and 0 <= fraction <= 1.
+  BalancedPositiveNegativeSampler(int64_t batch_size_per_image, double positive_fraction);
+
+  // labels: integer [P]: >= 1 positive (a class label or 1), 0 negative, < 0 ignored.
+  // Returns (positive mask, negative mask), bool [P] on the labels' device.
+  std::pair<at::Tensor, at::Tensor> operator()(const at::Tensor& labels,
+                                               at::Generator& generator) const;
+
+  int64_t batch_size_per_image() const { return batch_size_per_image_; }
+  double positive_fraction() const { return positive_fraction_; }
+
+ private:
+  int64_t batch_size_per_image_;
+  double positive_fraction_;
+};
+
+}  // namespace mrcnn::ops
