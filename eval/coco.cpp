@@ -1,0 +1,479 @@
+#include "eval/coco.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "eval/json_cursor.h"
+
+namespace mrcnn::eval {
+
+namespace {
+
+// Rethrows JsonError as CocoError (one error type for callers of this header).
+template <class F>
+auto with_coco_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const JsonError& e) {
+    throw CocoError(e.what());
+  }
+}
+
+// [x, y, w, h]: four finite numbers, w and h not negative.
+void read_bbox(JsonCursor& c, std::array<double, 4>& bb, bool& present) {
+  c.begin_array();
+  size_t n = 0;
+  while (c.next_element()) {
+    if (n == 4) c.fail("']' after the 4 numbers of a bbox [x, y, width, height]");
+    bb[n++] = c.number();
+    if (n >= 3 && bb[n - 1] < 0) {
+      c.fail_value("a bbox width or height must not be negative, found " +
+                   std::to_string(bb[n - 1]));
+    }
+  }
+  if (n != 0 && n != 4) c.fail_value("expected a bbox of 4 numbers [x, y, width, height]");
+  present = n == 4;
+}
+
+uint32_t read_dim(JsonCursor& c) {
+  const uint64_t v = c.uint64();
+  if (v > std::numeric_limits<int32_t>::max()) c.fail_value("size out of range (at most 2^31-1)");
+  return static_cast<uint32_t>(v);
+}
+
+// "segmentation": [[x,y,...], ...] | {"size": [h, w], "counts": [..] | "..."} | null
+void read_segmentation(JsonCursor& c, Segmentation& s, std::string& scratch) {
+  switch (c.peek()) {
+    case JsonCursor::Kind::kNull:
+      c.null();
+      s.kind = Segmentation::Kind::kNone;
+      return;
+    case JsonCursor::Kind::kArray: {
+      s.kind = Segmentation::Kind::kPolygons;
+      c.begin_array();
+      while (c.next_element()) {
+        std::vector<double>& poly = s.polygons.emplace_back();
+        if (c.peek() != JsonCursor::Kind::kArray) {
+          c.fail("a polygon (an array of x, y numbers)");
+        }
+        c.begin_array();
+        while (c.next_element()) poly.push_back(c.number());
+        if (poly.size() % 2 != 0) {
+          c.fail_value("a polygon needs an even number of coordinates (x, y pairs), found " +
+                       std::to_string(poly.size()));
+        }
+      }
+      return;
+    }
+    case JsonCursor::Kind::kObject: {
+      c.begin_object();
+      std::string_view key;
+      bool have_size = false, have_counts = false;
+      while (c.next_key(key)) {
+        if (key == "size") {
+          c.begin_array();
+          size_t n = 0;
+          uint32_t dims[2] = {0, 0};
+          while (c.next_element()) {
+            if (n == 2) c.fail("']' after the 2 numbers of an RLE size [height, width]");
+            dims[n++] = read_dim(c);
+          }
+          if (n != 2) c.fail_value("expected an RLE size of 2 integers [height, width]");
+          s.height = dims[0];
+          s.width = dims[1];
+          have_size = true;
+        } else if (key == "counts") {
+          if (c.peek() == JsonCursor::Kind::kString) {
+            s.kind = Segmentation::Kind::kCompressedRle;
+            s.compressed = c.string(scratch);
+          } else if (c.peek() == JsonCursor::Kind::kArray) {
+            s.kind = Segmentation::Kind::kRle;
+            c.begin_array();
+            while (c.next_element()) {
+              const uint64_t v = c.uint64();
+              if (v > 0xFFFFFFFFull) c.fail_value("RLE count out of range (at most 2^32-1)");
+              s.counts.push_back(static_cast<uint32_t>(v));
+            }
+          } else {
+            c.fail("RLE counts (a string or an array of integers)");
+          }
+          have_counts = true;
+        } else {
+          c.skip();
+        }
+      }
+      if (!have_size || !have_counts) {
+        c.fail_value(std::string("an RLE segmentation needs both \"size\" and \"counts\", ") +
+                     (have_size ? "\"counts\"" : "\"size\"") + " is missing");
+      }
+      return;
+    }
+    default:
+      c.fail("a segmentation (polygons, an RLE object or null)");
+  }
+}
+
+bool read_flag(JsonCursor& c) {
+  if (c.peek() == JsonCursor::Kind::kTrue || c.peek() == JsonCursor::Kind::kFalse) {
+    return c.boolean();
+  }
+  const int64_t v = c.int64();
+  if (v != 0 && v != 1) c.fail_value("expected 0 or 1, found " + std::to_string(v));
+  return v == 1;
+}
+
+void read_images(JsonCursor& c, std::vector<Image>& images, std::string& scratch) {
+  c.begin_array();
+  while (c.next_element()) {
+    Image& im = images.emplace_back();
+    c.begin_object();
+    std::string_view key;
+    bool id = false, w = false, h = false;
+    while (c.next_key(key)) {
+      if (key == "id") {
+        im.id = c.uint64();
+        id = true;
+      } else if (key == "width") {
+        im.width = static_cast<int>(read_dim(c));
+        if (im.width == 0) c.fail_value("expected a positive image width");
+        w = true;
+      } else if (key == "height") {
+        im.height = static_cast<int>(read_dim(c));
+        if (im.height == 0) c.fail_value("expected a positive image height");
+        h = true;
+      } else if (key == "file_name") {
+        im.file_name = c.string(scratch);
+      } else {
+        c.skip();
+      }
+    }
+    if (!id || !w || !h) {
+      c.fail_value(std::string("image is missing its ") + (!id ? "\"id\"" : !w ? "\"width\"" : "\"height\""));
+    }
+  }
+}
+
+void read_categories(JsonCursor& c, std::vector<Category>& cats, std::string& scratch) {
+  c.begin_array();
+  while (c.next_element()) {
+    Category& cat = cats.emplace_back();
+    c.begin_object();
+    std::string_view key;
+    bool id = false;
+    while (c.next_key(key)) {
+      if (key == "id") {
+        cat.id = c.uint64();
+        id = true;
+      } else if (key == "name") {
+        cat.name = c.string(scratch);
+      } else if (key == "supercategory") {
+        cat.supercategory = c.string(scratch);
+      } else {
+        c.skip();
+      }
+    }
+    if (!id) c.fail_value("category is missing its \"id\"");
+  }
+}
+
+void read_annotations(JsonCursor& c, std::vector<Annotation>& anns, std::string& scratch) {
+  c.begin_array();
+  while (c.next_element()) {
+    Annotation& a = anns.emplace_back();
+    c.begin_object();
+    std::string_view key;
+    bool id = false, img = false, cat = false, bbox = false, area = false;
+    while (c.next_key(key)) {
+      if (key == "id") {
+        a.id = c.uint64();
+        id = true;
+      } else if (key == "image_id") {
+        a.image_id = c.uint64();
+        img = true;
+      } else if (key == "category_id") {
+        a.category_id = c.uint64();
+        cat = true;
+      } else if (key == "bbox") {
+        read_bbox(c, a.bbox, bbox);
+        if (!bbox) c.fail_value("expected a bbox of 4 numbers [x, y, width, height]");
+      } else if (key == "area") {
+        a.area = c.number();
+        area = true;
+      } else if (key == "iscrowd") {
+        a.iscrowd = read_flag(c);
+      } else if (key == "segmentation") {
+        read_segmentation(c, a.segmentation, scratch);
+      } else {
+        c.skip();
+      }
+    }
+    if (!id || !img || !cat || !bbox || !area) {
+      const char* missing = !id ? "\"id\"" : !img ? "\"image_id\"" : !cat ? "\"category_id\"" : !bbox ? "\"bbox\"" : "\"area\"";
+      c.fail_value(std::string("annotation is missing its ") + missing);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- Segmentation -------------------------------------------------------------------------------
+
+Segmentation Segmentation::from_rle(Rle rle) {
+  Segmentation s;
+  s.kind = Kind::kRle;
+  s.height = rle.h;
+  s.width = rle.w;
+  s.counts = std::move(rle.counts);
+  return s;
+}
+
+Rle to_rle(const Segmentation& s, uint32_t h, uint32_t w, std::string_view what) {
+  auto size_check = [&]() {
+    if (s.height != h || s.width != w) {
+      throw CocoError(std::string(what) + ": RLE size [" + std::to_string(s.height) + ", " +
+                      std::to_string(s.width) + "] differs from its image's [" +
+                      std::to_string(h) + ", " + std::to_string(w) + "]");
+    }
+  };
+  try {
+    switch (s.kind) {
+      case Segmentation::Kind::kNone:
+        throw CocoError(std::string(what) + ": has no segmentation");
+      case Segmentation::Kind::kPolygons:
+        return from_polygons(s.polygons, h, w);
+      case Segmentation::Kind::kRle:
+        size_check();
+        return from_counts(s.counts, h, w);
+      case Segmentation::Kind::kCompressedRle:
+        size_check();
+        return from_string(s.compressed, h, w);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw CocoError(std::string(what) + ": " + e.what());
+  }
+  throw CocoError(std::string(what) + ": unknown segmentation kind");
+}
+
+// ---- Dataset ------------------------------------------------------------------------------------
+
+void Dataset::build_index() {
+  image_pos_.clear();
+  category_pos_.clear();
+  image_pos_.reserve(images.size());
+  category_pos_.reserve(categories.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (!image_pos_.emplace(images[i].id, static_cast<uint32_t>(i)).second) {
+      throw CocoError("images[" + std::to_string(i) + "]: duplicate image id " +
+                      std::to_string(images[i].id));
+    }
+  }
+  for (size_t i = 0; i < categories.size(); ++i) {
+    if (!category_pos_.emplace(categories[i].id, static_cast<uint32_t>(i)).second) {
+      throw CocoError("categories[" + std::to_string(i) + "]: duplicate category id " +
+                      std::to_string(categories[i].id));
+    }
+  }
+  std::unordered_map<uint64_t, uint32_t> ann_ids;
+  ann_ids.reserve(annotations.size());
+  std::vector<uint32_t> img_of(annotations.size()), cat_of(annotations.size());
+  by_image_start_.assign(images.size() + 1, 0);
+  by_category_start_.assign(categories.size() + 1, 0);
+  for (size_t i = 0; i < annotations.size(); ++i) {
+    const Annotation& a = annotations[i];
+    const std::string where = "annotations[" + std::to_string(i) + "] (id " + std::to_string(a.id) + ")";
+    if (!ann_ids.emplace(a.id, static_cast<uint32_t>(i)).second) {
+      throw CocoError(where + ": duplicate annotation id");
+    }
+    auto ip = image_pos_.find(a.image_id);
+    if (ip == image_pos_.end()) {
+      throw CocoError(where + ": image_id " + std::to_string(a.image_id) + " is not in \"images\"");
+    }
+    auto cp = category_pos_.find(a.category_id);
+    if (cp == category_pos_.end()) {
+      throw CocoError(where + ": category_id " + std::to_string(a.category_id) +
+                      " is not in \"categories\"");
+    }
+    img_of[i] = ip->second;
+    cat_of[i] = cp->second;
+    ++by_image_start_[ip->second + 1];
+    ++by_category_start_[cp->second + 1];
+  }
+  for (size_t i = 1; i < by_image_start_.size(); ++i) by_image_start_[i] += by_image_start_[i - 1];
+  for (size_t i = 1; i < by_category_start_.size(); ++i) {
+    by_category_start_[i] += by_category_start_[i - 1];
+  }
+  by_image_.assign(annotations.size(), 0);
+  by_category_.assign(annotations.size(), 0);
+  std::vector<uint32_t> fill_i(by_image_start_.begin(), by_image_start_.end() - 1);
+  std::vector<uint32_t> fill_c(by_category_start_.begin(), by_category_start_.end() - 1);
+  for (size_t i = 0; i < annotations.size(); ++i) {
+    by_image_[fill_i[img_of[i]]++] = static_cast<uint32_t>(i);
+    by_category_[fill_c[cat_of[i]]++] = static_cast<uint32_t>(i);
+  }
+}
+
+const Image* Dataset::find_image(uint64_t id) const {
+  auto it = image_pos_.find(id);
+  return it == image_pos_.end() ? nullptr : &images[it->second];
+}
+
+const Category* Dataset::find_category(uint64_t id) const {
+  auto it = category_pos_.find(id);
+  return it == category_pos_.end() ? nullptr : &categories[it->second];
+}
+
+int64_t Dataset::image_index(uint64_t id) const {
+  auto it = image_pos_.find(id);
+  return it == image_pos_.end() ? -1 : it->second;
+}
+
+int64_t Dataset::category_index(uint64_t id) const {
+  auto it = category_pos_.find(id);
+  return it == category_pos_.end() ? -1 : it->second;
+}
+
+std::span<const uint32_t> Dataset::annotations_of_image(uint64_t image_id) const {
+  auto it = image_pos_.find(image_id);
+  if (it == image_pos_.end() || by_image_start_.empty()) return {};
+  return std::span<const uint32_t>(by_image_).subspan(
+      by_image_start_[it->second], by_image_start_[it->second + 1] - by_image_start_[it->second]);
+}
+
+std::span<const uint32_t> Dataset::annotations_of_category(uint64_t category_id) const {
+  auto it = category_pos_.find(category_id);
+  if (it == category_pos_.end() || by_category_start_.empty()) return {};
+  return std::span<const uint32_t>(by_category_).subspan(
+      by_category_start_[it->second],
+      by_category_start_[it->second + 1] - by_category_start_[it->second]);
+}
+
+// ---- readers ------------------------------------------------------------------------------------
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw CocoError(path + ": cannot open: " + std::strerror(errno));
+  std::string data;
+  if (std::fseek(f, 0, SEEK_END) == 0) {
+    const long size = std::ftell(f);
+    if (size > 0) data.resize(static_cast<size_t>(size));
+    std::fseek(f, 0, SEEK_SET);
+  }
+  size_t got = data.empty() ? 0 : std::fread(data.data(), 1, data.size(), f);
+  if (got != data.size()) {
+    std::fclose(f);
+    throw CocoError(path + ": read error: " + std::strerror(errno));
+  }
+  // Not seekable (a pipe): read to the end.
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  const bool err = std::ferror(f);
+  std::fclose(f);
+  if (err) throw CocoError(path + ": read error");
+  return data;
+}
+
+Dataset parse_dataset(std::string_view json, const std::string& source) {
+  return with_coco_errors([&]() {
+    Dataset ds;
+    JsonCursor c(json, source);
+    std::string scratch;
+    if (c.peek() != JsonCursor::Kind::kObject) c.fail("a COCO dataset object {\"images\": ...}");
+    c.begin_object();
+    std::string_view key;
+    bool have_images = false;
+    while (c.next_key(key)) {
+      if (key == "images") {
+        read_images(c, ds.images, scratch);
+        have_images = true;
+      } else if (key == "categories") {
+        read_categories(c, ds.categories, scratch);
+      } else if (key == "annotations") {
+        read_annotations(c, ds.annotations, scratch);
+      } else {
+        c.skip();
+      }
+    }
+    c.expect_end();
+    if (!have_images) throw CocoError(source + ": the dataset has no \"images\" array");
+    try {
+      ds.build_index();
+    } catch (const CocoError& e) {
+      throw CocoError(source + ": " + e.what());
+    }
+    return ds;
+  });
+}
+
+Dataset load_dataset(const std::string& path) { return parse_dataset(read_file(path), path); }
+
+std::vector<Detection> parse_results(std::string_view json, const std::string& source) {
+  return with_coco_errors([&]() {
+    std::vector<Detection> dets;
+    JsonCursor c(json, source);
+    std::string scratch;
+    if (c.peek() != JsonCursor::Kind::kArray) {
+      c.fail("a results array [{\"image_id\": ..., \"category_id\": ..., \"score\": ...}, ...]");
+    }
+    // About 200 bytes a detection with a mask, 80 without: a reservation saves regrowth.
+    dets.reserve(json.size() / 256 + 16);
+    c.begin_array();
+    while (c.next_element()) {
+      Detection& d = dets.emplace_back();
+      c.begin_object();
+      std::string_view key;
+      bool img = false, cat = false, score = false;
+      while (c.next_key(key)) {
+        if (key == "image_id") {
+          d.image_id = c.uint64();
+          img = true;
+        } else if (key == "category_id") {
+          d.category_id = c.uint64();
+          cat = true;
+        } else if (key == "score") {
+          d.score = c.number();
+          score = true;
+        } else if (key == "bbox") {
+          read_bbox(c, d.bbox, d.has_bbox);
+        } else if (key == "segmentation") {
+          read_segmentation(c, d.segmentation, scratch);
+        } else {
+          c.skip();
+        }
+      }
+      if (!img || !cat || !score) {
+        c.fail_value(std::string("detection is missing its ") +
+                     (!img ? "\"image_id\"" : !cat ? "\"category_id\"" : "\"score\""));
+      }
+      if (!d.has_bbox && d.segmentation.empty()) {
+        c.fail_value("detection has neither a \"bbox\" nor a \"segmentation\"");
+      }
+    }
+    c.expect_end();
+    if (dets.empty()) {
+      throw CocoError(source + ": the results array is empty: there is nothing to evaluate");
+    }
+    return dets;
+  });
+}
+
+std::vector<Detection> load_results(const std::string& path) {
+  return parse_results(read_file(path), path);
+}
+
+Detection make_detection(uint64_t image_id, uint64_t category_id, double score,
+                         const std::array<double, 4>& bbox, Rle mask) {
+  Detection d;
+  d.image_id = image_id;
+  d.category_id = category_id;
+  d.score = score;
+  d.has_bbox = true;
+  d.bbox = bbox;
+  d.segmentation = Segmentation::from_rle(std::move(mask));
+  return d;
+}
+
+}  // namespace mrcnn::eval

@@ -1,0 +1,500 @@
+#include "eval/rle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace mrcnn::eval {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument("RLE: " + what); }
+
+uint64_t pixels(uint32_t h, uint32_t w) { return static_cast<uint64_t>(h) * w; }
+
+void check_size(uint32_t h, uint32_t w) {
+  // Counts are uint32 as in pycocotools: a mask must have fewer than 2^32 pixels.
+  if (pixels(h, w) > 0xFFFFFFFFull) {
+    bad("mask size " + std::to_string(h) + "x" + std::to_string(w) +
+        " has 2^32 pixels or more (counts are 32-bit)");
+  }
+}
+
+}  // namespace
+
+// ---- encode / decode --------------------------------------------------------------------------
+
+Rle encode_column_major(const uint8_t* mask, uint32_t h, uint32_t w) {
+  check_size(h, w);
+  Rle r{h, w, {}};
+  const size_t n = static_cast<size_t>(pixels(h, w));
+  bool cur = false;
+  uint32_t run = 0;
+  size_t i = 0;
+  while (i < n) {
+    // Skip a run of equal values quickly, 8 bytes at a time when they are all 0 or all non-zero.
+    if (!cur) {
+      while (i + 8 <= n) {
+        uint64_t v;
+        std::memcpy(&v, mask + i, 8);
+        if (v != 0) break;
+        i += 8;
+        run += 8;
+      }
+    }
+    if (i >= n) break;
+    const bool b = mask[i] != 0;
+    if (b != cur) {
+      r.counts.push_back(run);
+      run = 0;
+      cur = b;
+    }
+    ++run;
+    ++i;
+  }
+  r.counts.push_back(run);
+  return r;
+}
+
+Rle encode_row_major(const uint8_t* mask, uint32_t h, uint32_t w) {
+  check_size(h, w);
+  Rle r{h, w, {}};
+  bool cur = false;
+  uint32_t run = 0;
+  for (uint32_t x = 0; x < w; ++x) {
+    const uint8_t* col = mask + x;
+    for (uint32_t y = 0; y < h; ++y) {
+      const bool b = col[static_cast<size_t>(y) * w] != 0;
+      if (b != cur) {
+        r.counts.push_back(run);
+        run = 0;
+        cur = b;
+      }
+      ++run;
+    }
+  }
+  r.counts.push_back(run);
+  return r;
+}
+
+namespace {
+void check_counts_fit(const Rle& rle) {
+  uint64_t total = 0;
+  for (uint32_t c : rle.counts) total += c;
+  if (total != pixels(rle.h, rle.w)) {
+    bad("counts add up to " + std::to_string(total) + " pixels, expected h*w = " +
+        std::to_string(pixels(rle.h, rle.w)));
+  }
+}
+}  // namespace
+
+void decode_column_major(const Rle& rle, uint8_t* out) {
+  check_counts_fit(rle);
+  uint8_t v = 0;
+  for (uint32_t c : rle.counts) {
+    std::memset(out, v, c);
+    out += c;
+    v ^= 1;
+  }
+}
+
+void decode_row_major(const Rle& rle, uint8_t* out) {
+  check_counts_fit(rle);
+  const uint32_t h = rle.h, w = rle.w;
+  uint64_t pos = 0;  // column-major position
+  uint8_t v = 0;
+  for (uint32_t c : rle.counts) {
+    for (uint64_t e = pos + c; pos < e; ++pos) {
+      const uint64_t x = pos / h, y = pos - x * h;
+      out[y * w + x] = v;
+    }
+    v ^= 1;
+  }
+}
+
+// ---- compressed strings -------------------------------------------------------------------------
+// Like LEB128 but 5 data bits and a continuation bit per character, offset by 48 so that every
+// character is printable ('0'..'o'); from the fourth count on, the difference to the count two
+// places back is stored (runs of alternating values tend to be similar).
+
+std::string to_string(const Rle& rle) {
+  std::string s;
+  s.reserve(rle.counts.size() * 2);
+  for (size_t i = 0; i < rle.counts.size(); ++i) {
+    int64_t x = rle.counts[i];
+    if (i > 2) x -= static_cast<int64_t>(rle.counts[i - 2]);
+    bool more = true;
+    while (more) {
+      char c = static_cast<char>(x & 0x1f);
+      x >>= 5;
+      more = (c & 0x10) ? x != -1 : x != 0;
+      if (more) c |= 0x20;
+      s.push_back(static_cast<char>(c + 48));
+    }
+  }
+  return s;
+}
+
+Rle from_string(std::string_view s, uint32_t h, uint32_t w) {
+  check_size(h, w);
+  Rle r{h, w, {}};
+  r.counts.reserve(s.size());
+  size_t p = 0;
+  uint64_t total = 0;
+  while (p < s.size()) {
+    int64_t x = 0;
+    int k = 0;
+    bool more = true;
+    while (more) {
+      if (p >= s.size()) bad("compressed counts end in the middle of a value (truncated string)");
+      const int c = static_cast<unsigned char>(s[p]) - 48;
+      if (c < 0 || c > 63) {
+        bad(std::string("compressed counts hold an invalid character at position ") +
+            std::to_string(p) + " (valid: '0'..'o')");
+      }
+      if (k > 12) bad("compressed counts hold a value longer than 64 bits");
+      x |= static_cast<int64_t>(c & 0x1f) << (5 * k);
+      more = (c & 0x20) != 0;
+      ++p;
+      ++k;
+      if (!more && (c & 0x10)) x |= static_cast<int64_t>(~0ull << (5 * k));
+    }
+    const size_t m = r.counts.size();
+    if (m > 2) x += static_cast<int64_t>(r.counts[m - 2]);
+    if (x < 0 || x > 0xFFFFFFFFll) {
+      bad("compressed counts decode to an invalid run length " + std::to_string(x) + " (run " +
+          std::to_string(m) + ")");
+    }
+    total += static_cast<uint64_t>(x);
+    r.counts.push_back(static_cast<uint32_t>(x));
+  }
+  if (total != pixels(h, w)) {
+    bad("compressed counts add up to " + std::to_string(total) + " pixels, but size [" +
+        std::to_string(h) + ", " + std::to_string(w) + "] has " + std::to_string(pixels(h, w)));
+  }
+  return r;
+}
+
+Rle from_counts(std::vector<uint32_t> counts, uint32_t h, uint32_t w) {
+  check_size(h, w);
+  Rle r{h, w, std::move(counts)};
+  check_counts_fit(r);
+  return r;
+}
+
+// ---- polygons -----------------------------------------------------------------------------------
+// The rasterization of pycocotools' rleFrPoly, step for step: the vertices are scaled by 5 and
+// rounded, the boundary is walked densely between them, every crossing of a pixel column centre
+// becomes a boundary point (x, ceil(y)), and the sorted column-major positions of those points are
+// the run boundaries. The dense walk is streamed instead of stored, so far-away vertices cost time
+// proportional to their distance but no memory.
+
+Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
+  check_size(h, w);
+  constexpr double kScale = 5;
+  constexpr double kMaxCoord = 1e8;  // keeps 5*v in int range, as the reference's casts need
+  std::vector<int> x(k + 1), y(k + 1);
+  for (size_t j = 0; j < k; ++j) {
+    const double vx = xy[2 * j], vy = xy[2 * j + 1];
+    if (!std::isfinite(vx) || !std::isfinite(vy) || std::fabs(vx) > kMaxCoord ||
+        std::fabs(vy) > kMaxCoord) {
+      bad("polygon vertex " + std::to_string(j) + " is not finite or beyond +-1e8");
+    }
+    x[j] = static_cast<int>(kScale * vx + .5);
+    y[j] = static_cast<int>(kScale * vy + .5);
+  }
+  if (k > 0) {
+    x[k] = x[0];
+    y[k] = y[0];
+  }
+  std::vector<uint32_t> a;
+  // Boundary point handling (the reference's second loop) applied to each dense point in turn.
+  bool have_prev = false;
+  int pu = 0, pv = 0;
+  const double w_last = static_cast<double>(static_cast<uint64_t>(w) - 1);  // w >= 1 checked below
+  auto visit = [&](int u, int v) {
+    if (have_prev && u != pu) {
+      double xd = static_cast<double>(u < pu ? u : u - 1);
+      xd = (xd + .5) / kScale - .5;
+      if (!(std::floor(xd) != xd || xd < 0 || xd > w_last)) {
+        double yd = static_cast<double>(v < pv ? v : pv);
+        yd = (yd + .5) / kScale - .5;
+        if (yd < 0) yd = 0;
+        else if (yd > h) yd = h;
+        yd = std::ceil(yd);
+        const int xi = static_cast<int>(xd), yi = static_cast<int>(yd);
+        a.push_back(static_cast<uint32_t>(xi * static_cast<int>(h) + yi));
+      }
+    }
+    pu = u;
+    pv = v;
+    have_prev = true;
+  };
+  if (w > 0 && h > 0) {
+    for (size_t j = 0; j < k; ++j) {
+      int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
+      const int dx = std::abs(xe - xs), dy = std::abs(ys - ye);
+      const bool flip = (dx >= dy && xs > xe) || (dx < dy && ys > ye);
+      if (flip) {
+        std::swap(xs, xe);
+        std::swap(ys, ye);
+      }
+      if (dx == 0 && dy == 0) {
+        // A repeated vertex: one point whose column equals its neighbours', so it never becomes a
+        // boundary point (the reference computes 0/0 here and never uses the result).
+        visit(xs, ys);
+        continue;
+      }
+      const double s = dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
+      if (dx >= dy) {
+        for (int d = 0; d <= dx; ++d) {
+          const int t = flip ? dx - d : d;
+          visit(t + xs, static_cast<int>(ys + s * t + .5));
+        }
+      } else {
+        for (int d = 0; d <= dy; ++d) {
+          const int t = flip ? dy - d : d;
+          visit(static_cast<int>(xs + s * t + .5), t + ys);
+        }
+      }
+    }
+  }
+  const size_t m = a.size();
+  a.push_back(static_cast<uint32_t>(pixels(h, w)));
+  std::sort(a.begin(), a.end());
+  uint32_t p = 0;
+  for (uint32_t& v : a) {
+    const uint32_t t = v;
+    v -= p;
+    p = t;
+  }
+  (void)m;
+  Rle r{h, w, {}};
+  r.counts.reserve(a.size());
+  size_t j = 0;
+  r.counts.push_back(a[j++]);
+  while (j < a.size()) {
+    if (a[j] > 0) {
+      r.counts.push_back(a[j++]);
+    } else {
+      ++j;
+      if (j < a.size()) r.counts.back() += a[j++];
+    }
+  }
+  return r;
+}
+
+Rle from_polygons(std::span<const std::vector<double>> polygons, uint32_t h, uint32_t w) {
+  if (polygons.empty()) return Rle{h, w, {static_cast<uint32_t>(pixels(h, w))}};
+  std::vector<Rle> parts;
+  parts.reserve(polygons.size());
+  for (const auto& poly : polygons) {
+    if (poly.size() % 2 != 0) bad("polygon with an odd number of coordinates");
+    parts.push_back(from_polygon(poly.data(), poly.size() / 2, h, w));
+  }
+  return merge(parts, false);
+}
+
+Rle from_box(const std::array<double, 4>& bb, uint32_t h, uint32_t w) {
+  const double xs = bb[0], xe = xs + bb[2];
+  const double ys = bb[1], ye = ys + bb[3];
+  const double xy[8] = {xs, ys, xs, ye, xe, ye, xe, ys};
+  return from_polygon(xy, 4, h, w);
+}
+
+void rasterize_polygons(const double* coords, const int64_t* offsets, size_t num_polygons,
+                        uint32_t h, uint32_t w, uint8_t* out) {
+  check_size(h, w);
+  std::memset(out, 0, static_cast<size_t>(pixels(h, w)));
+  for (size_t j = 0; j < num_polygons; ++j) {
+    const int64_t begin = offsets[j], end = offsets[j + 1];
+    if (begin < 0 || end < begin || (end - begin) % 2 != 0) {
+      bad("polygon " + std::to_string(j) + " has offsets [" + std::to_string(begin) + ", " +
+          std::to_string(end) + "): expected a non-negative, even-length range");
+    }
+    const Rle r = from_polygon(coords + begin, static_cast<size_t>(end - begin) / 2, h, w);
+    uint64_t pos = 0;
+    bool v = false;
+    for (uint32_t c : r.counts) {
+      if (v) {
+        for (uint64_t e = pos + c; pos < e; ++pos) {
+          const uint64_t x = pos / h, y = pos - x * h;
+          out[y * w + x] = 1;
+        }
+      } else {
+        pos += c;
+      }
+      v = !v;
+    }
+  }
+}
+
+// ---- merge, area, bbox, IoU ---------------------------------------------------------------------
+
+Rle merge(const Rle& A, const Rle& B, bool intersect) {
+  if (A.h != B.h || A.w != B.w) {
+    bad("cannot merge masks of different sizes [" + std::to_string(A.h) + ", " +
+        std::to_string(A.w) + "] and [" + std::to_string(B.h) + ", " + std::to_string(B.w) + "]");
+  }
+  Rle out{A.h, A.w, {}};
+  if (A.counts.empty() || B.counts.empty()) {
+    // Only a 0-pixel mask has no counts; pycocotools reads past the end here. Both are empty.
+    out.counts = A.counts.empty() ? B.counts : A.counts;
+    return out;
+  }
+  out.counts.reserve(A.counts.size() + B.counts.size());
+  uint32_t ca = A.counts[0], cb = B.counts[0], cc = 0, ct = 1;
+  bool v = false, va = false, vb = false;
+  size_t a = 1, b = 1;
+  while (ct > 0) {
+    const uint32_t c = std::min(ca, cb);
+    cc += c;
+    ct = 0;
+    ca -= c;
+    if (!ca && a < A.counts.size()) {
+      ca = A.counts[a++];
+      va = !va;
+    }
+    ct += ca;
+    cb -= c;
+    if (!cb && b < B.counts.size()) {
+      cb = B.counts[b++];
+      vb = !vb;
+    }
+    ct += cb;
+    const bool vp = v;
+    v = intersect ? (va && vb) : (va || vb);
+    if (v != vp || ct == 0) {
+      out.counts.push_back(cc);
+      cc = 0;
+    }
+  }
+  return out;
+}
+
+Rle merge(std::span<const Rle> rles, bool intersect) {
+  if (rles.empty()) return Rle{};
+  Rle acc = rles[0];
+  for (size_t i = 1; i < rles.size(); ++i) acc = merge(acc, rles[i], intersect);
+  return acc;
+}
+
+uint32_t area(const Rle& rle) {
+  uint32_t a = 0;
+  for (size_t j = 1; j < rle.counts.size(); j += 2) a += rle.counts[j];
+  return a;
+}
+
+std::array<double, 4> to_bbox(const Rle& rle) {
+  const uint32_t h = rle.h;
+  const size_t m = (rle.counts.size() / 2) * 2;
+  if (m == 0) return {0, 0, 0, 0};
+  uint32_t xs = rle.w, ys = h, xe = 0, ye = 0, cc = 0;
+  for (size_t j = 0; j < m; ++j) {
+    const uint32_t start = cc;
+    cc += rle.counts[j];
+    if (j % 2 == 0 || rle.counts[j] == 0) continue;  // background, or an empty foreground run
+    const uint32_t y_start = start % h, x_start = start / h;
+    const uint32_t y_end = (cc - 1) % h, x_end = (cc - 1) / h;
+    xs = std::min(xs, x_start);
+    xe = std::max(xe, x_end);
+    if (x_start < x_end) {
+      ys = 0;  // the run wraps into the next column: it spans every row
+      ye = h - 1;
+    } else {
+      ys = std::min(ys, y_start);
+      ye = std::max(ye, y_end);
+    }
+  }
+  // As in the reference, an RLE with counts but no foreground gives xs = w > xe = 0: the
+  // unsigned differences wrap. Reproduce the arithmetic exactly.
+  return {static_cast<double>(xs), static_cast<double>(ys), static_cast<double>(xe - xs + 1),
+          static_cast<double>(ye - ys + 1)};
+}
+
+Overlap overlap(const Rle& A, const Rle& B) {
+  Overlap o;
+  if (A.counts.empty() || B.counts.empty()) return o;
+  uint32_t ca = A.counts[0], cb = B.counts[0];
+  bool va = false, vb = false;
+  size_t a = 1, b = 1;
+  const size_t ka = A.counts.size(), kb = B.counts.size();
+  for (;;) {
+    const uint32_t c = std::min(ca, cb);
+    if (va || vb) {
+      o.union_ += c;
+      if (va && vb) o.intersection += c;
+    }
+    ca -= c;
+    if (!ca && a < ka) {
+      ca = A.counts[a++];
+      va = !va;
+    }
+    cb -= c;
+    if (!cb && b < kb) {
+      cb = B.counts[b++];
+      vb = !vb;
+    }
+    if (ca + static_cast<uint64_t>(cb) == 0) break;
+  }
+  return o;
+}
+
+double box_iou(const double* D, const double* G, bool crowd) {
+  const double ga = G[2] * G[3];
+  const double da = D[2] * D[3];
+  const double w = std::fmin(D[2] + D[0], G[2] + G[0]) - std::fmax(D[0], G[0]);
+  if (w <= 0) return 0;
+  const double h = std::fmin(D[3] + D[1], G[3] + G[1]) - std::fmax(D[1], G[1]);
+  if (h <= 0) return 0;
+  const double i = w * h;
+  const double u = crowd ? da : da + ga - i;
+  return i / u;
+}
+
+namespace {
+double mask_iou_given_boxes(const Rle& dt, const Rle& gt, bool crowd, const double* db,
+                            const double* gb) {
+  if (!(box_iou(db, gb, crowd) > 0)) return 0;
+  if (dt.h != gt.h || dt.w != gt.w) return -1;
+  const Overlap o = overlap(dt, gt);
+  // pycocotools accumulates in uint32: identical for masks under 2^32 pixels (checked on input).
+  const uint32_t i = static_cast<uint32_t>(o.intersection);
+  uint32_t u = static_cast<uint32_t>(o.union_);
+  if (i == 0) u = 1;
+  else if (crowd) u = area(dt);
+  return static_cast<double>(i) / static_cast<double>(u);
+}
+}  // namespace
+
+double iou(const Rle& dt, const Rle& gt, bool crowd) {
+  const auto db = to_bbox(dt), gb = to_bbox(gt);
+  return mask_iou_given_boxes(dt, gt, crowd, db.data(), gb.data());
+}
+
+void iou_matrix(std::span<const Rle> dt, std::span<const Rle> gt, const uint8_t* crowd,
+                double* out, const std::array<double, 4>* dt_boxes,
+                const std::array<double, 4>* gt_boxes) {
+  std::vector<std::array<double, 4>> db, gb;
+  if (!dt_boxes) {
+    db.reserve(dt.size());
+    for (const Rle& r : dt) db.push_back(to_bbox(r));
+    dt_boxes = db.data();
+  }
+  if (!gt_boxes) {
+    gb.reserve(gt.size());
+    for (const Rle& r : gt) gb.push_back(to_bbox(r));
+    gt_boxes = gb.data();
+  }
+  const size_t G = gt.size();
+  for (size_t d = 0; d < dt.size(); ++d) {
+    for (size_t g = 0; g < G; ++g) {
+      out[d * G + g] = mask_iou_given_boxes(dt[d], gt[g], crowd && crowd[g], dt_boxes[d].data(),
+                                            gt_boxes[g].data());
+    }
+  }
+}
+
+}  // namespace mrcnn::eval
