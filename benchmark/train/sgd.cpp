@@ -1,0 +1,98 @@
+#include "benchmark/train/sgd.h"
+
+
+#include <cmath>
+#include <stdexcept>
+
+namespace mrcnn::train {
+
+Sgd::Sgd(std::vector<NamedParameter> parameters, SgdOptions options) : options_(options) {
+  if (!(options_.momentum >= 0 && options_.momentum < 1))
+    throw std::invalid_argument("SGD: momentum must be in [0, 1), got " + std::to_string(options_.momentum));
+  if (options_.weight_decay < 0 || options_.bias_weight_decay < 0)
+    throw std::invalid_argument("SGD: weight decay must be >= 0");
+  if (!(options_.bias_lr_factor > 0)) throw std::invalid_argument("SGD: bias_lr_factor must be > 0");
+  for (auto& p : parameters)
+    if (p.tensor.requires_grad()) params_.push_back(std::move(p));
+  momentum_.resize(params_.size());
+}
+
+bool Sgd::is_bias(const std::string& name) { return name.ends_with("bias"); }
+
+void Sgd::step(double lr) {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& p = params_[i].tensor;
+    const at::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    const bool bias = is_bias(params_[i].name);
+    const double wd = bias ? options_.bias_weight_decay : options_.weight_decay;
+    const double lr_p = bias ? lr * options_.bias_lr_factor : lr;
+    at::Tensor d = wd != 0 ? g.add(p, wd) : g;
+    at::Tensor& buf = momentum_[i];
+    if (options_.momentum == 0) {
+      p.add_(d, -lr_p);
+      continue;
+    }
+    if (!buf.defined())
+      buf = d.detach().clone();
+    else
+      buf.mul_(options_.momentum).add_(d);
+    p.add_(buf, -lr_p);
+  }
+}
+
+void Sgd::zero_grad() {
+  for (auto& p : params_) {
+    // Drop the gradient tensor (set_to_none semantics): the next backward allocates it afresh.
+    if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
+  }
+}
+
+std::map<std::string, at::Tensor> Sgd::state() const {
+  std::map<std::string, at::Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (momentum_[i].defined()) out.emplace(params_[i].name, momentum_[i]);
+  return out;
+}
+
+void Sgd::load_state(const std::map<std::string, at::Tensor>& state) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].name, i);
+  for (auto& m : momentum_) m = at::Tensor();
+  for (const auto& [name, t] : state) {
+    auto it = index.find(name);
+    if (it == index.end())
+      throw std::runtime_error("optimizer state names parameter '" + name + "', which the model does not train");
+    const at::Tensor& p = params_[it->second].tensor;
+    if (t.sizes() != p.sizes())
+      throw std::runtime_error("optimizer state for '" + name + "' has shape " + c10::str(t.sizes()) +
+                               ", the parameter " + c10::str(p.sizes()));
+    momentum_[it->second] = t.to(p.options()).clone();
+  }
+}
+
+double grad_norm(const std::vector<NamedParameter>& parameters) {
+  double sq = 0;
+  for (const auto& p : parameters) {
+    const at::Tensor& g = p.tensor.grad();
+    if (!g.defined()) continue;
+    const double n = g.detach().norm(2).item<double>();
+    sq += n * n;
+  }
+  return std::sqrt(sq);
+}
+
+double clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm) {
+  const double total = grad_norm(parameters);
+  if (!(max_norm > 0)) return total;
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1 && std::isfinite(total)) {
+    at::NoGradGuard no_grad;
+    for (const auto& p : parameters)
+      if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+  }
+  return total;
+}
+
+}  // namespace mrcnn::train

@@ -1,0 +1,66 @@
+// SGD with momentum as the MLPerf Mask R-CNN reference configures it (maskrcnn-benchmark's
+// make_optimizer over torch.optim.SGD): every parameter whose name ends in "bias" gets
+// lr * bias_lr_factor and bias_weight_decay; the others lr and weight_decay.
+// Update, per parameter p with gradient g (torch.optim.SGD semantics, dampening 0, no Nesterov):
+//   d = g + wd * p;   buf = d on the first step, else momentum * buf + d;   p -= lr_p * buf
+// Parameters without a gradient (frozen, or unused this step) are left alone.
+//
+// The optimizer keeps references to the parameters it was given (shared tensor storage); the
+// module that owns them must outlive it. Not thread-safe.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mrcnn::train {
+
+struct SgdOptions {
+  double momentum = 0.9;          // opt_momentum (fixed by the rules)
+  double weight_decay = 1e-4;     // opt_weight_decay (fixed by the rules)
+  double bias_lr_factor = 2.0;    // reference SOLVER.BIAS_LR_FACTOR
+  double bias_weight_decay = 0.0; // reference SOLVER.WEIGHT_DECAY_BIAS
+};
+
+struct NamedParameter {
+  std::string name;
+  at::Tensor tensor;
+};
+
+class Sgd {
+ public:
+  // Only parameters with requires_grad are kept. Throws std::invalid_argument for momentum
+  // outside [0, 1) or a negative weight decay.
+  Sgd(std::vector<NamedParameter> parameters, SgdOptions options);
+
+  // One update with base learning rate `lr` (the bias factor is applied here).
+  void step(double lr);
+  void zero_grad();
+
+  const std::vector<NamedParameter>& parameters() const { return params_; }
+  const SgdOptions& options() const { return options_; }
+
+  // Momentum buffers by parameter name, for checkpoints (only those that exist yet).
+  std::map<std::string, at::Tensor> state() const;
+  // Restores buffers saved by state(); throws naming the parameter on a name or shape mismatch.
+  void load_state(const std::map<std::string, at::Tensor>& state);
+
+ private:
+  static bool is_bias(const std::string& name);
+  std::vector<NamedParameter> params_;
+  std::vector<at::Tensor> momentum_;  // parallel to params_; undefined until the first update
+  SgdOptions options_;
+};
+
+// Scales all gradients so that their global L2 norm is at most max_norm (torch's
+// clip_grad_norm_ semantics, eps 1e-6). Returns the norm before clipping. The norm is summed in
+// float64 in parameter order, so it does not depend on the thread count.
+double clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm);
+
+// Global L2 norm of the gradients (float64, parameter order), or NaN/inf if any is non-finite.
+double grad_norm(const std::vector<NamedParameter>& parameters);
+
+}  // namespace mrcnn::train
