@@ -1,0 +1,202 @@
+#include "eval/coco_eval_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eval/coco.h"
+#include "eval/coco_eval.h"
+
+namespace mrcnn::eval {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: coco-eval GT.json RESULTS.json [--iou-type bbox,segm] [--threads N] [--json OUT]\n"
+    "                 [--arrays] [--quiet]\n"
+    "\n"
+    "Scores COCO detection results against ground truth with pycocotools' exact numbers.\n"
+    "  --iou-type T   comma-separated IoU types: bbox, segm (default: bbox,segm)\n"
+    "  --threads N    worker threads (default: all hardware threads)\n"
+    "  --json OUT     write the 12 stats of each type (and timings) to OUT as JSON\n"
+    "  --arrays       also write accumulate()'s precision, recall and scores arrays to OUT\n"
+    "  --quiet        print only the summary blocks\n";
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void put_double(std::string& out, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += buf;
+}
+
+void put_array(std::string& out, const std::vector<double>& v) {
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    put_double(out, v[i]);
+  }
+  out += ']';
+}
+
+template <class T>
+void put_shape(std::string& out, std::initializer_list<T> dims) {
+  out += '[';
+  bool first = true;
+  for (T d : dims) {
+    if (!first) out += ',';
+    first = false;
+    out += std::to_string(d);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+int coco_eval_main(int argc, char** argv) {
+  std::vector<std::string> positional;
+  std::vector<IouType> types;
+  int threads = 0;
+  std::string json_out;
+  bool arrays = false, quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "coco-eval: %s needs a value\n\n%s", name, kUsage);
+        throw std::invalid_argument(std::string(name) + " needs a value");
+      }
+      return argv[++i];
+    };
+    try {
+      if (a == "--help" || a == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      } else if (a == "--iou-type") {
+        const std::string v = value("--iou-type");
+        size_t start = 0;
+        while (start <= v.size()) {
+          const size_t comma = std::min(v.find(',', start), v.size());
+          types.push_back(parse_iou_type(std::string_view(v).substr(start, comma - start)));
+          start = comma + 1;
+        }
+      } else if (a == "--threads") {
+        const std::string v = value("--threads");
+        size_t used = 0;
+        threads = std::stoi(v, &used);
+        if (used != v.size() || threads < 1) throw std::invalid_argument("--threads");
+      } else if (a == "--json") {
+        json_out = value("--json");
+      } else if (a == "--arrays") {
+        arrays = true;
+      } else if (a == "--quiet") {
+        quiet = true;
+      } else if (a.size() > 1 && a[0] == '-') {
+        std::fprintf(stderr, "coco-eval: unknown option '%s'\n\n%s", argv[i], kUsage);
+        return 2;
+      } else {
+        positional.emplace_back(a);
+      }
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "coco-eval: bad value for %s (%s)\n\n%s", argv[i], e.what(), kUsage);
+      return 2;
+    } catch (const std::out_of_range&) {
+      std::fprintf(stderr, "coco-eval: value out of range for %s\n\n%s", argv[i], kUsage);
+      return 2;
+    }
+  }
+  if (positional.size() != 2) {
+    std::fprintf(stderr, "coco-eval: expected GT.json and RESULTS.json\n\n%s", kUsage);
+    return 2;
+  }
+  if (types.empty()) types = {IouType::kBbox, IouType::kSegm};
+
+  const auto t0 = Clock::now();
+  auto gt = std::make_shared<Dataset>(load_dataset(positional[0]));
+  const double read_gt = since(t0);
+  if (!quiet) {
+    std::printf("ground truth: %zu images, %zu categories, %zu annotations (read in %.2fs)\n",
+                gt->images.size(), gt->categories.size(), gt->annotations.size(), read_gt);
+  }
+  const auto t1 = Clock::now();
+  const std::vector<Detection> dets = load_results(positional[1]);
+  const double read_results = since(t1);
+  if (!quiet) std::printf("results: %zu detections (read in %.2fs)\n", dets.size(), read_results);
+
+  CocoEvaluator evaluator(gt, EvalOptions{threads});
+  const std::vector<EvalResult> results = evaluator.evaluate(dets, types);
+  if (!results.empty() && results[0].dropped_detections > 0) {
+    std::fprintf(stderr,
+                 "coco-eval: note: %zu detections have a category_id that is not a ground-truth "
+                 "category; they are ignored (as pycocotools does)\n",
+                 results[0].dropped_detections);
+  }
+  for (const EvalResult& r : results) {
+    if (!quiet) {
+      std::printf("Evaluate annotation type *%s*\n", to_string(r.iou_type));
+      std::printf("DONE (t=%.2fs: prepare %.2fs, evaluate %.2fs, accumulate %.2fs).\n",
+                  r.prepare_seconds + r.evaluate_seconds + r.accumulate_seconds,
+                  r.prepare_seconds, r.evaluate_seconds, r.accumulate_seconds);
+    }
+    std::fputs(r.summary().c_str(), stdout);
+  }
+  const double total = since(t0);
+  if (!quiet) {
+    std::printf("total %.2fs on %d threads (prepare and evaluate are shared by the IoU types)\n",
+                total, evaluator.threads());
+  }
+
+  if (!json_out.empty()) {
+    std::string out = "{\n";
+    for (const EvalResult& r : results) {
+      out += "  \"";
+      out += to_string(r.iou_type);
+      out += "\": {\"stats\": ";
+      put_array(out, std::vector<double>(r.stats.begin(), r.stats.end()));
+      out += ", \"num_detections\": " + std::to_string(r.num_detections);
+      out += ", \"dropped_detections\": " + std::to_string(r.dropped_detections);
+      out += ", \"seconds\": {\"prepare\": ";
+      put_double(out, r.prepare_seconds);
+      out += ", \"evaluate\": ";
+      put_double(out, r.evaluate_seconds);
+      out += ", \"accumulate\": ";
+      put_double(out, r.accumulate_seconds);
+      out += "}";
+      if (arrays) {
+        out += ",\n    \"precision_shape\": ";
+        put_shape(out, {r.T, r.R, r.K, r.A, r.M});
+        out += ", \"precision\": ";
+        put_array(out, r.precision);
+        out += ",\n    \"recall_shape\": ";
+        put_shape(out, {r.T, r.K, r.A, r.M});
+        out += ", \"recall\": ";
+        put_array(out, r.recall);
+        out += ",\n    \"scores\": ";
+        put_array(out, r.scores);
+      }
+      out += "},\n";
+    }
+    out += "  \"seconds\": {\"read_ground_truth\": ";
+    put_double(out, read_gt);
+    out += ", \"read_results\": ";
+    put_double(out, read_results);
+    out += ", \"total\": ";
+    put_double(out, total);
+    out += "},\n  \"threads\": " + std::to_string(evaluator.threads()) + "\n}\n";
+    std::FILE* f = std::fopen(json_out.c_str(), "wb");
+    if (!f) throw std::runtime_error(json_out + ": cannot open for writing: " + std::strerror(errno));
+    const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+    if (std::fclose(f) != 0 || !ok) throw std::runtime_error(json_out + ": write failed");
+  }
+  return 0;
+}
+
+}  // namespace mrcnn::eval
