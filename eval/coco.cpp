@@ -381,7 +381,7 @@ Dataset parse_dataset(std::string_view json, const std::string& source) {
     Dataset ds;
     JsonCursor c(json, source);
     std::string scratch;
-    if (c.peek() != JsonCursor::Kind::kObject) c.fail("a COCO dataset object {\"images\": ...}");
+    if (!c.next_is(JsonCursor::Kind::kObject)) c.fail("a COCO dataset object {\"images\": ...}");
     c.begin_object();
     std::string_view key;
     bool have_images = false;
@@ -415,7 +415,7 @@ std::vector<Detection> parse_results(std::string_view json, const std::string& s
     std::vector<Detection> dets;
     JsonCursor c(json, source);
     std::string scratch;
-    if (c.peek() != JsonCursor::Kind::kArray) {
+    if (!c.next_is(JsonCursor::Kind::kArray)) {
       c.fail("a results array [{\"image_id\": ..., \"category_id\": ..., \"score\": ...}, ...]");
     }
     // About 200 bytes a detection with a mask, 80 without: a reservation saves regrowth.

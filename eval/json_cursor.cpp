@@ -146,6 +146,17 @@ JsonCursor::Kind JsonCursor::peek() {
   }
 }
 
+bool JsonCursor::next_is(Kind k) {
+  skip_ws();
+  if (pos_ >= text_.size()) return false;
+  const char c = text_[pos_];
+  const bool number = c == '-' || is_digit(c);
+  return (k == Kind::kObject && c == '{') || (k == Kind::kArray && c == '[') ||
+         (k == Kind::kString && c == '"') || (k == Kind::kTrue && c == 't') ||
+         (k == Kind::kFalse && c == 'f') || (k == Kind::kNull && c == 'n') ||
+         (k == Kind::kNumber && number);
+}
+
 void JsonCursor::begin_object() {
   skip_ws();
   if (pos_ >= text_.size() || text_[pos_] != '{') fail("an object");

@@ -38,6 +38,8 @@ class JsonCursor {
   // The kind of the next value, after skipping whitespace. Throws at the end of the text.
   enum class Kind { kObject, kArray, kString, kNumber, kTrue, kFalse, kNull };
   Kind peek();
+  // Whether the next value is of kind `k`; false (no throw) at the end or on a stray character.
+  bool next_is(Kind k);
 
   // Objects:  begin_object(); while (next_key(key)) { ... read the value ... }
   // next_key() consumes the separators, returns false after the closing '}'.
