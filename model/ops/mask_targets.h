@@ -27,8 +27,11 @@ namespace mrcnn::ops {
 // matched_gt_index: int64 [K], each in 0..num_instances-1.
 // proposals:        float [K, 4] XYXY, the positive proposals.
 // Returns float32 [K, resolution, resolution] with values in {0, 1}. K == 0 gives [0, M, M].
-// Throws std::invalid_argument on an inconsistent PolygonList, an index out of range, or a
-// polygon of fewer than 3 points (pycocotools would read 4 coordinates as a box).
+// Throws (std::invalid_argument from PolygonList::check, c10::Error otherwise) on an inconsistent
+// PolygonList, a polygon with an odd number of coordinates, an index out of range or a
+// non-finite proposal. Every polygon is rasterized as a polygon, also one of 2 points (the
+// reference's frPyObjects would read an instance whose first polygon has exactly 4 coordinates
+// as a box; COCO has no such instance worth copying that quirk for).
 at::Tensor mask_targets(const model::PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                         const at::Tensor& proposals, int64_t resolution = 28);
 

@@ -12,9 +12,9 @@
 // With a CPU generator and CPU labels this is torchvision's sampler with torch.randperm drawing
 // from that generator (torchvision draws from the default generator of the labels' device).
 //
-// Thread-safety: the sampler is immutable, but the generator is mutated: calls sharing one
-// generator must not run concurrently (PyTorch generators need their mutex held; this class
-// takes it).
+// Thread-safety: the sampler is immutable, but the generator is mutated. Each draw takes the
+// generator's mutex, so sharing one is memory-safe, but concurrent callers interleave their
+// draws: give each thread its own generator for reproducible selections.
 #pragma once
 
 #include <ATen/core/Generator.h>

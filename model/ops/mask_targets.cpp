@@ -1,0 +1,120 @@
+// mask_targets: the MLPerf reference's polygon crop -> scale -> pycocotools rasterization, on the
+// CPU, parallel over proposals. Rasterization is eval/rle.h's pycocotools-exact rasterizer.
+#include "model/ops/mask_targets.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "eval/rle.h"
+
+namespace mrcnn::ops {
+
+at::Tensor mask_targets(const model::PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
+                        const at::Tensor& proposals, int64_t resolution) {
+  constexpr const char* kOp = "mask_targets";
+  gt_polygons.check();
+  TORCH_CHECK(resolution > 0 && resolution <= 4096, kOp, ": resolution must be in [1, 4096], got ",
+              resolution);
+  TORCH_CHECK(matched_gt_index.dim() == 1 && !at::isFloatingType(matched_gt_index.scalar_type()),
+              kOp, ": matched_gt_index must be an integer tensor [K], got ",
+              matched_gt_index.scalar_type(), " ", matched_gt_index.sizes());
+  TORCH_CHECK(proposals.dim() == 2 && proposals.size(1) == 4 &&
+                  proposals.size(0) == matched_gt_index.size(0),
+              kOp, ": proposals must be [K, 4] with K = ", matched_gt_index.size(0), ", got ",
+              proposals.sizes());
+  const int64_t num = proposals.size(0);
+  const int64_t m_size = resolution;
+  at::Tensor out = at::empty({num, m_size, m_size}, at::TensorOptions().dtype(at::kFloat));
+  if (num == 0) return out.to(proposals.device());
+
+  // The reference keeps polygons and proposals in float32.
+  const at::Tensor boxes = proposals.to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor matched = matched_gt_index.to(at::kCPU, at::kLong).contiguous();
+  const at::Tensor coords = gt_polygons.coords.to(at::kCPU).contiguous();
+  const at::Tensor poly_off = gt_polygons.poly_offsets.to(at::kCPU).contiguous();
+  const at::Tensor inst_off = gt_polygons.instance_offsets.to(at::kCPU).contiguous();
+  const double* xy = coords.const_data_ptr<double>();
+  const int64_t* po = poly_off.const_data_ptr<int64_t>();
+  const int64_t* io = inst_off.const_data_ptr<int64_t>();
+  const float* bx = boxes.const_data_ptr<float>();
+  const int64_t* mi = matched.const_data_ptr<int64_t>();
+  const int64_t num_instances = gt_polygons.num_instances();
+
+  for (int64_t k = 0; k < num; ++k) {
+    TORCH_CHECK(mi[k] >= 0 && mi[k] < num_instances, kOp, ": matched_gt_index[", k, "] = ", mi[k],
+                " is not an instance of the image (it has ", num_instances, ")");
+    for (int j = 0; j < 4; ++j) {
+      TORCH_CHECK(std::isfinite(bx[4 * k + j]), kOp, ": proposals[", k, "] is not finite");
+    }
+  }
+  for (int64_t p = 0; p < gt_polygons.num_polygons(); ++p) {
+    TORCH_CHECK(po[p + 1] >= po[p] && (po[p + 1] - po[p]) % 2 == 0, kOp, ": polygon ", p,
+                " has ", po[p + 1] - po[p], " coordinates; expected an even count of x, y values");
+  }
+
+  float* o = out.mutable_data_ptr<float>();
+  at::parallel_for(0, num, 8, [&](int64_t k0, int64_t k1) {
+    std::vector<double> local;
+    std::vector<int64_t> offsets;
+    std::vector<uint8_t> raster(static_cast<size_t>(m_size * m_size));
+    for (int64_t k = k0; k < k1; ++k) {
+      const float* b = bx + 4 * k;
+      // Polygons.crop: w, h = box[2] - box[0], box[3] - box[1]; w = max(w, 1) (float32).
+      const float w = std::max(b[2] - b[0], 1.0f);
+      const float h = std::max(b[3] - b[1], 1.0f);
+      // Polygons.resize((M, M)): ratio = float(M) / float(w) in double, applied to the float32
+      // coordinates as a float32 multiply.
+      const float rw = static_cast<float>(static_cast<double>(m_size) / static_cast<double>(w));
+      const float rh = static_cast<float>(static_cast<double>(m_size) / static_cast<double>(h));
+      const int64_t inst = mi[k];
+      local.clear();
+      offsets.assign(1, 0);
+      for (int64_t p = io[inst]; p < io[inst + 1]; ++p) {
+        for (int64_t c = po[p]; c < po[p + 1]; c += 2) {
+          const float x = (static_cast<float>(xy[c]) - b[0]) * rw;
+          const float y = (static_cast<float>(xy[c + 1]) - b[1]) * rh;
+          local.push_back(static_cast<double>(x));
+          local.push_back(static_cast<double>(y));
+        }
+        offsets.push_back(static_cast<int64_t>(local.size()));
+      }
+      eval::rasterize_polygons(local.data(), offsets.data(), offsets.size() - 1,
+                               static_cast<uint32_t>(m_size), static_cast<uint32_t>(m_size),
+                               raster.data());
+      float* dst = o + k * m_size * m_size;
+      for (int64_t i = 0; i < m_size * m_size; ++i) dst[i] = raster[static_cast<size_t>(i)];
+    }
+  });
+  return out.to(proposals.device());
+}
+
+namespace {
+
+at::Tensor mask_targets_op(const at::Tensor& coords, const at::Tensor& poly_offsets,
+                           const at::Tensor& instance_offsets, const at::Tensor& matched_gt_index,
+                           const at::Tensor& proposals, int64_t resolution) {
+  try {
+    return mask_targets(model::PolygonList{coords, poly_offsets, instance_offsets},
+                        matched_gt_index, proposals, resolution);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK(false, "mrcnn::mask_targets: ", e.what());
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(mrcnn, m) {
+  // A model::PolygonList spelled out as its three tensors.
+  m.def(
+      "mask_targets(Tensor coords, Tensor poly_offsets, Tensor instance_offsets, "
+      "Tensor matched_gt_index, Tensor proposals, int resolution=28) -> Tensor",
+      TORCH_FN(mask_targets_op));
+}
+
+}  // namespace mrcnn::ops

@@ -1,0 +1,69 @@
+// Matcher in ATen operators (any device), torchvision's algorithm step for step.
+#include "model/ops/matcher.h"
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace mrcnn::ops {
+
+Matcher::Matcher(double high_threshold, double low_threshold, bool allow_low_quality_matches)
+    : high_threshold_(high_threshold),
+      low_threshold_(low_threshold),
+      allow_low_quality_matches_(allow_low_quality_matches) {
+  if (!(low_threshold <= high_threshold)) {
+    throw std::invalid_argument("Matcher: low_threshold (" + std::to_string(low_threshold) +
+                                ") must be <= high_threshold (" + std::to_string(high_threshold) +
+                                ")");
+  }
+}
+
+at::Tensor Matcher::operator()(const at::Tensor& match_quality) const {
+  TORCH_CHECK(match_quality.dim() == 2, "Matcher: match_quality must be [G, P], got ",
+              match_quality.sizes());
+  TORCH_CHECK(at::isFloatingType(match_quality.scalar_type()),
+              "Matcher: match_quality must be floating point, got ", match_quality.scalar_type());
+  const int64_t num_gt = match_quality.size(0);
+  const int64_t num_pred = match_quality.size(1);
+  const auto long_opts = match_quality.options().dtype(at::kLong);
+  if (num_gt == 0 || num_pred == 0) {
+    // No ground truth: everything is background (torchvision raises here).
+    return at::full({num_pred}, kBelowLowThreshold, long_opts);
+  }
+  // Best gt per prediction (first index on ties, as torch.max over a dim).
+  auto [matched_vals, matches] = match_quality.max(0);
+  at::Tensor all_matches;
+  if (allow_low_quality_matches_) all_matches = matches.clone();
+  const at::Tensor below = matched_vals.lt(low_threshold_);
+  const at::Tensor between = matched_vals.ge(low_threshold_).logical_and(matched_vals.lt(high_threshold_));
+  matches.masked_fill_(below, kBelowLowThreshold);
+  matches.masked_fill_(between, kBetweenThresholds);
+  if (allow_low_quality_matches_) {
+    // Predictions that reach some gt's best quality (ties included) get their own best match
+    // back, even below the low threshold.
+    const at::Tensor best_per_gt = std::get<0>(match_quality.max(1));
+    const at::Tensor is_best = match_quality.eq(best_per_gt.unsqueeze(1)).any(0);
+    matches = at::where(is_best, all_matches, matches);
+  }
+  return matches;
+}
+
+namespace {
+
+at::Tensor match_op(const at::Tensor& match_quality, double high_threshold, double low_threshold,
+                    bool allow_low_quality_matches) {
+  return Matcher(high_threshold, low_threshold, allow_low_quality_matches)(match_quality);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(mrcnn, m) {
+  m.def(
+      "match(Tensor match_quality, float high_threshold, float low_threshold, "
+      "bool allow_low_quality_matches) -> Tensor",
+      TORCH_FN(match_op));
+}
+
+}  // namespace mrcnn::ops
