@@ -274,6 +274,31 @@ void check_detection(const Detection& d, size_t i) {
   }
 }
 
+// The checks to_rle() makes, for a detection whose mask is never decoded (no ground truth in its
+// cell): the same input is refused however it is scored.
+void check_segmentation(const Detection& d, uint32_t h, uint32_t w, size_t i) {
+  const Segmentation& s = d.segmentation;
+  if (s.kind == Segmentation::Kind::kPolygons) return;  // checked when read
+  if (s.height != h || s.width != w) {
+    throw CocoError(det_name(i) + ": RLE size [" + std::to_string(s.height) + ", " +
+                    std::to_string(s.width) + "] differs from its image's [" + std::to_string(h) +
+                    ", " + std::to_string(w) + "]");
+  }
+  try {
+    if (s.kind == Segmentation::Kind::kCompressedRle) check_string(s.compressed, h, w);
+    if (s.kind == Segmentation::Kind::kRle) {
+      uint64_t total = 0;
+      for (uint32_t c : s.counts) total += c;
+      if (total != static_cast<uint64_t>(h) * w) {
+        throw std::invalid_argument("RLE: counts add up to " + std::to_string(total) +
+                                    " pixels, expected h*w = " + std::to_string(static_cast<uint64_t>(h) * w));
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    throw CocoError(det_name(i) + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 EvalResult CocoEvaluator::evaluate(std::span<const Detection> detections, IouType iou_type) const {
@@ -396,22 +421,30 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
     const uint32_t ih = static_cast<uint32_t>(image.height), iw = static_cast<uint32_t>(image.width);
     // Masks of this image's detections, when needed: for segm IoUs, or for the areas and boxes
     // of results without a bbox.
+    // A mask is needed for segm IoUs (only in cells with ground truth) and, for results without
+    // a bbox, for every area and box; masks nobody reads are not decoded. Validity of the others
+    // is still checked when they are decoded: all of them when !from_bbox.
     std::vector<Rle> masks;
     std::vector<std::array<double, 4>> mask_boxes, boxes(nd_img);
     if (need_segm || !from_bbox) {
       masks.resize(nd_img);
       mask_boxes.resize(nd_img);
     }
-    for (uint32_t k = 0; k < nd_img; ++k) {
+    for (uint32_t ci = cell_start[im]; ci < cell_start[im + 1]; ++ci) {
+     const bool cell_has_gt = cells[ci].gt_end > cells[ci].gt_begin;
+     for (uint32_t k = cells[ci].dt_begin - d0; k < cells[ci].dt_end - d0; ++k) {
       const uint32_t di = dt_order[d0 + k];
       const Detection& d = dets[di];
-      if (!masks.empty()) {
+      const bool decode = !from_bbox || (need_segm && cell_has_gt);
+      if (decode) {
         if (d.segmentation.empty()) {
           masks[k] = from_box(d.bbox, ih, iw);  // loadRes: the box as a polygon
         } else {
           masks[k] = to_rle(d.segmentation, ih, iw, det_name(di));
         }
         mask_boxes[k] = to_bbox(masks[k]);
+      } else if (need_segm && !d.segmentation.empty()) {
+        check_segmentation(d, ih, iw, di);
       }
       if (from_bbox) {
         dt_area[d0 + k] = d.bbox[2] * d.bbox[3];
@@ -420,8 +453,9 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
         dt_area[d0 + k] = static_cast<double>(area(masks[k]));
         boxes[k] = d.has_bbox ? d.bbox : mask_boxes[k];
       }
+     }
     }
-    std::vector<double> ious;
+    std::vector<double> ious, row_max;
     std::vector<uint32_t> order;
     std::vector<uint8_t> gt_ig, gt_crowd_sorted, gtm;
     std::vector<uint8_t> crowd;
@@ -459,6 +493,10 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
             }
           }
         }
+        row_max.assign(D, -1.0);
+        for (uint32_t d = 0; d < D; ++d) {
+          for (uint32_t g = 0; g < G; ++g) row_max[d] = std::max(row_max[d], ious[static_cast<size_t>(d) * G + g]);
+        }
         // evaluateImg for each area range (maxDet = maxDets[-1]: every detection of the cell).
         for (size_t ai = 0; ai < A; ++ai) {
           const double lo = p.area_ranges[ai][0], hi = p.area_ranges[ai][1];
@@ -488,6 +526,7 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
               const uint16_t bit = static_cast<uint16_t>(1u << t);
               for (uint32_t d = 0; d < D; ++d) {
                 double best = std::min(p.iou_thresholds[t], max_iou);
+                if (row_max[d] < best) continue;  // no ground truth reaches the threshold
                 int m = -1;
                 const double* row = ious.data() + static_cast<size_t>(d) * G;
                 for (uint32_t s = 0; s < G; ++s) {
@@ -566,52 +605,94 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
         if (a.image != b.image) return a.image < b.image;
         return a.rank < b.rank;
       });
-      std::vector<const Entry*> sel;
-      std::vector<double> rc, pr;
+      // Flags in sorted order, contiguous per area range: the passes below read them in order.
+      const size_t n_all = entries.size();
+      std::vector<DtFlags> sorted_flags(n_all * A);
+      std::vector<double> sorted_scores(n_all);
+      std::vector<uint32_t> sorted_rank(n_all);
+      for (size_t i = 0; i < n_all; ++i) {
+        for (size_t ai = 0; ai < A; ++ai) {
+          sorted_flags[ai * n_all + i] = fl[static_cast<size_t>(entries[i].pos) * A + ai];
+        }
+        sorted_scores[i] = entries[i].score;
+        sorted_rank[i] = entries[i].rank;
+      }
+      std::vector<uint32_t> sel;  // positions (in sorted order) kept by maxDets
+      // True positives: where recall and the precision envelope can change (see below).
+      struct Tp {
+        uint32_t index;  // position in sel
+        double tp, fp;
+      };
+      std::vector<Tp> tps;
+      std::vector<double> env;
       for (size_t m = 0; m < M; ++m) {
         sel.clear();
-        for (const Entry& e : entries) {
-          if (e.rank < p.max_dets[m]) sel.push_back(&e);
+        for (uint32_t i = 0; i < n_all; ++i) {
+          if (sorted_rank[i] < p.max_dets[m]) sel.push_back(i);
         }
         const size_t nd = sel.size();
-        rc.resize(nd);
-        pr.resize(nd);
         for (size_t ai = 0; ai < A; ++ai) {
           uint64_t np_ = 0;
           for (uint32_t x = cb; x < ce; ++x) np_ += npig[ty][cells_by_cat[x] * A + ai];
           if (np_ == 0) continue;
           const double npig_d = static_cast<double>(np_);
+          const DtFlags* f = sorted_flags.data() + ai * n_all;
           for (size_t t = 0; t < T; ++t) {
+            // pycocotools computes rc = tp/npig and pr = tp/(tp+fp+eps) at every detection, makes
+            // pr non-increasing from the right and reads pr at searchsorted(rc, recThrs). Between
+            // two true positives tp is constant and fp only grows, so pr is largest right at a
+            // true positive, and rc only rises there: the envelope at any index is the larger of
+            // pr there and pr at the later true positives, and every searchsorted hit for a
+            // threshold > 0 is a true positive. The same divisions at those indices give the same
+            // numbers with a fraction of the work.
             const uint16_t bit = static_cast<uint16_t>(1u << t);
             double tp = 0, fp = 0;
+            tps.clear();
             for (size_t i = 0; i < nd; ++i) {
-              const DtFlags f = fl[static_cast<size_t>(sel[i]->pos) * A + ai];
-              if (!(f.ignored & bit)) {
-                if (f.matched & bit) tp += 1;
-                else fp += 1;
+              const DtFlags fi = f[sel[i]];
+              if (fi.ignored & bit) continue;
+              if (fi.matched & bit) {
+                tp += 1;
+                tps.push_back({static_cast<uint32_t>(i), tp, fp});
+              } else {
+                fp += 1;
               }
-              rc[i] = tp / npig_d;
-              pr[i] = tp / (fp + tp + kEps);
             }
-            r.recall[((t * K + k) * A + ai) * M + m] = nd ? rc[nd - 1] : 0;
-            for (size_t i = nd; i-- > 1;) {
-              if (pr[i] > pr[i - 1]) pr[i - 1] = pr[i];
+            r.recall[((t * K + k) * A + ai) * M + m] = nd ? tp / npig_d : 0;
+            // env[j]: max precision over true positives j.. (the envelope at tps[j].index).
+            env.resize(tps.size());
+            double best = 0;
+            for (size_t j = tps.size(); j-- > 0;) {
+              const double pr = tps[j].tp / (tps[j].fp + tps[j].tp + kEps);
+              if (pr > best) best = pr;
+              env[j] = best;
             }
-            size_t idx = 0;
+            size_t j = 0;  // first true positive with rc >= threshold
             for (size_t ri = 0; ri < R; ++ri) {
               const size_t at = (((t * R + ri) * K + k) * A + ai) * M + m;
-              // np.searchsorted(rc, recThrs, side='left'); past the end: the rest stays 0.
-              while (idx < nd && rc[idx] < p.recall_thresholds[ri]) ++idx;
-              if (idx >= nd) {
-                for (size_t rj = ri; rj < R; ++rj) {
-                  const size_t at2 = (((t * R + rj) * K + k) * A + ai) * M + m;
-                  r.precision[at2] = 0;
-                  r.scores[at2] = 0;
+              const double thr = p.recall_thresholds[ri];
+              size_t idx;
+              double q;
+              if (nd > 0 && 0.0 >= thr) {
+                // rc[0] >= thr: index 0, whose envelope covers every true positive (pr is 0 at a
+                // leading false positive or ignored detection).
+                idx = 0;
+                q = tps.empty() ? 0.0 : env[0];
+              } else {
+                while (j < tps.size() && tps[j].tp / npig_d < thr) ++j;
+                if (j >= tps.size()) {
+                  for (size_t rj = ri; rj < R; ++rj) {
+                    const size_t at2 = (((t * R + rj) * K + k) * A + ai) * M + m;
+                    r.precision[at2] = 0;
+                    r.scores[at2] = 0;
+                  }
+                  break;
                 }
-                break;
+                idx = tps[j].index;
+                q = env[j];
               }
-              r.precision[at] = pr[idx];
-              r.scores[at] = sel[idx]->score;
+              r.precision[at] = q;
+              r.scores[at] = sorted_scores[sel[idx]];
             }
           }
         }

@@ -137,12 +137,15 @@ std::string to_string(const Rle& rle) {
   return s;
 }
 
-Rle from_string(std::string_view s, uint32_t h, uint32_t w) {
+namespace {
+// Decodes compressed counts, handing each run length to sink(value) in order; checks the
+// characters, the value ranges and that the runs add up to h*w.
+template <class Sink>
+void decode_string(std::string_view s, uint32_t h, uint32_t w, Sink&& sink) {
   check_size(h, w);
-  Rle r{h, w, {}};
-  r.counts.reserve(s.size());
-  size_t p = 0;
+  size_t p = 0, m = 0;
   uint64_t total = 0;
+  uint32_t back2 = 0, back1 = 0;  // the counts two places and one place back
   while (p < s.size()) {
     int64_t x = 0;
     int k = 0;
@@ -161,20 +164,33 @@ Rle from_string(std::string_view s, uint32_t h, uint32_t w) {
       ++k;
       if (!more && (c & 0x10)) x |= static_cast<int64_t>(~0ull << (5 * k));
     }
-    const size_t m = r.counts.size();
-    if (m > 2) x += static_cast<int64_t>(r.counts[m - 2]);
+    if (m > 2) x += static_cast<int64_t>(back2);
     if (x < 0 || x > 0xFFFFFFFFll) {
       bad("compressed counts decode to an invalid run length " + std::to_string(x) + " (run " +
           std::to_string(m) + ")");
     }
     total += static_cast<uint64_t>(x);
-    r.counts.push_back(static_cast<uint32_t>(x));
+    sink(static_cast<uint32_t>(x));
+    back2 = back1;
+    back1 = static_cast<uint32_t>(x);
+    ++m;
   }
   if (total != pixels(h, w)) {
     bad("compressed counts add up to " + std::to_string(total) + " pixels, but size [" +
         std::to_string(h) + ", " + std::to_string(w) + "] has " + std::to_string(pixels(h, w)));
   }
+}
+}  // namespace
+
+Rle from_string(std::string_view s, uint32_t h, uint32_t w) {
+  Rle r{h, w, {}};
+  r.counts.reserve(s.size());
+  decode_string(s, h, w, [&](uint32_t v) { r.counts.push_back(v); });
   return r;
+}
+
+void check_string(std::string_view s, uint32_t h, uint32_t w) {
+  decode_string(s, h, w, [](uint32_t) {});
 }
 
 Rle from_counts(std::vector<uint32_t> counts, uint32_t h, uint32_t w) {
@@ -215,8 +231,11 @@ Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
   int pu = 0, pv = 0;
   const double w_last = static_cast<double>(static_cast<uint64_t>(w) - 1);  // w >= 1 checked below
   auto visit = [&](int u, int v) {
-    if (have_prev && u != pu) {
-      double xd = static_cast<double>(u < pu ? u : u - 1);
+    // (xd + .5) / 5 - .5 is a whole number exactly when xd = 5n + 2; test that in integers
+    // first (4 of 5 points fail it), then take the reference's floating-point path unchanged.
+    const int xi_raw = u < pu ? u : u - 1;
+    if (have_prev && u != pu && ((xi_raw % 5) + 5) % 5 == 2) {
+      double xd = static_cast<double>(xi_raw);
       xd = (xd + .5) / kScale - .5;
       if (!(std::floor(xd) != xd || xd < 0 || xd > w_last)) {
         double yd = static_cast<double>(v < pv ? v : pv);

@@ -43,6 +43,8 @@ void decode_column_major(const Rle& rle, uint8_t* out);
 std::string to_string(const Rle& rle);
 // Throws std::invalid_argument if `s` is not a valid compressed RLE of an h x w mask.
 Rle from_string(std::string_view s, uint32_t h, uint32_t w);
+// Checks `s` as from_string() does, without building the counts.
+void check_string(std::string_view s, uint32_t h, uint32_t w);
 // Builds an Rle from uncompressed counts, checking that they add up to h*w.
 Rle from_counts(std::vector<uint32_t> counts, uint32_t h, uint32_t w);
 
