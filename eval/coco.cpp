@@ -320,6 +320,12 @@ void Dataset::build_index() {
   }
 }
 
+bool Dataset::indexed() const {
+  return image_pos_.size() == images.size() && category_pos_.size() == categories.size() &&
+         by_image_.size() == annotations.size() && by_image_start_.size() == images.size() + 1 &&
+         by_category_start_.size() == categories.size() + 1;
+}
+
 const Image* Dataset::find_image(uint64_t id) const {
   auto it = image_pos_.find(id);
   return it == image_pos_.end() ? nullptr : &images[it->second];

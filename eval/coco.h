@@ -84,6 +84,9 @@ class Dataset {
   // or annotation ids and on annotations whose image or category is not in the dataset.
   void build_index();
 
+  // Whether the lookups match the vectors' sizes (build_index() ran after the last change).
+  bool indexed() const;
+
   // nullptr when there is no such id.
   const Image* find_image(uint64_t id) const;
   const Category* find_category(uint64_t id) const;

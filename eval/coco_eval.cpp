@@ -176,6 +176,11 @@ struct CocoEvaluator::GtCache {
 CocoEvaluator::CocoEvaluator(std::shared_ptr<const Dataset> gt, EvalOptions options)
     : gt_(std::move(gt)), threads_(detail::resolve_threads(options.threads)) {
   if (!gt_) throw std::invalid_argument("CocoEvaluator: no ground truth dataset");
+  if (!gt_->indexed()) {
+    throw std::invalid_argument(
+        "CocoEvaluator: the ground truth dataset is not indexed (call Dataset::build_index() "
+        "after filling or changing its vectors)");
+  }
   auto c = std::make_unique<GtCache>();
   const Dataset& ds = *gt_;
   std::vector<uint32_t> img(ds.images.size()), cat(ds.categories.size());
@@ -214,31 +219,59 @@ CocoEvaluator::CocoEvaluator(std::shared_ptr<const Dataset> gt, EvalOptions opti
     c->group_start.push_back(static_cast<uint32_t>(c->groups.size()));
   }
   cache_ = std::move(c);
+  image_masks_once_ = std::make_unique<std::once_flag[]>(img.size());
+  gt_masks_.resize(ds.annotations.size());
+  gt_mask_boxes_.resize(ds.annotations.size());
 }
 
 CocoEvaluator::~CocoEvaluator() = default;
 
 const CocoEvaluator::GtCache& CocoEvaluator::gt_cache() const { return *cache_; }
 
-const std::vector<Rle>& CocoEvaluator::gt_masks() const {
-  std::call_once(masks_once_, [this]() {
+void CocoEvaluator::check_gt_segmentations() const {
+  std::call_once(checked_once_, [this]() {
     const Dataset& ds = *gt_;
-    std::vector<Rle> masks(ds.annotations.size());
-    std::vector<std::array<double, 4>> boxes(ds.annotations.size());
-    // Only annotations of known images and categories exist (build_index() checks).
-    detail::parallel_for(ds.annotations.size(), threads_, [&](size_t i) {
+    for (size_t i = 0; i < ds.annotations.size(); ++i) {
       const Annotation& a = ds.annotations[i];
+      const Segmentation& s = a.segmentation;
       const Image* im = ds.find_image(a.image_id);
-      masks[i] = to_rle(a.segmentation, static_cast<uint32_t>(im->height),
-                        static_cast<uint32_t>(im->width),
-                        "ground truth annotations[" + std::to_string(i) + "] (id " +
-                            std::to_string(a.id) + ")");
-      boxes[i] = to_bbox(masks[i]);
-    });
-    gt_masks_ = std::move(masks);
-    gt_mask_boxes_ = std::move(boxes);
+      const std::string what = "ground truth annotations[" + std::to_string(i) + "] (id " +
+                               std::to_string(a.id) + ")";
+      if (s.kind == Segmentation::Kind::kNone) throw CocoError(what + ": has no segmentation");
+      if (s.kind == Segmentation::Kind::kPolygons) continue;  // checked when read
+      const uint32_t h = static_cast<uint32_t>(im->height), w = static_cast<uint32_t>(im->width);
+      if (s.height != h || s.width != w) {
+        throw CocoError(what + ": RLE size [" + std::to_string(s.height) + ", " +
+                        std::to_string(s.width) + "] differs from its image's [" +
+                        std::to_string(h) + ", " + std::to_string(w) + "]");
+      }
+      try {
+        if (s.kind == Segmentation::Kind::kCompressedRle) check_string(s.compressed, h, w);
+        if (s.kind == Segmentation::Kind::kRle) from_counts(s.counts, h, w);
+      } catch (const std::invalid_argument& e) {
+        throw CocoError(what + ": " + e.what());
+      }
+    }
   });
-  return gt_masks_;
+}
+
+void CocoEvaluator::ensure_image_masks(uint32_t r) const {
+  std::call_once(image_masks_once_[r], [this, r]() {
+    const Dataset& ds = *gt_;
+    const GtCache& gc = *cache_;
+    const Image& im = ds.images[gc.image_pos[r]];
+    for (uint32_t g = gc.group_start[r]; g < gc.group_start[r + 1]; ++g) {
+      for (uint32_t x = gc.groups[g].begin; x < gc.groups[g].end; ++x) {
+        const uint32_t i = gc.ann_order[x];
+        const Annotation& a = ds.annotations[i];
+        gt_masks_[i] = to_rle(a.segmentation, static_cast<uint32_t>(im.height),
+                              static_cast<uint32_t>(im.width),
+                              "ground truth annotations[" + std::to_string(i) + "] (id " +
+                                  std::to_string(a.id) + ")");
+        gt_mask_boxes_[i] = to_bbox(gt_masks_[i]);
+      }
+    }
+  });
 }
 
 // ---- evaluation --------------------------------------------------------------------------------------
@@ -402,7 +435,9 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
     }
     cell_start[im + 1] = static_cast<uint32_t>(cells.size());
   }
-  const std::vector<Rle>* gt_rles = need_segm ? &gt_masks() : nullptr;
+  if (need_segm) check_gt_segmentations();
+  std::vector<double> dt_score(dt_order.size());
+  for (size_t i = 0; i < dt_order.size(); ++i) dt_score[i] = dets[dt_order[i]].score;
   const double prepare_seconds = seconds_since(t_prepare);
 
   // -- evaluate(): per image, IoUs and matching for every cell, area range and threshold.
@@ -455,6 +490,14 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
       }
      }
     }
+    if (need_segm) {
+      for (uint32_t ci = cell_start[im]; ci < cell_start[im + 1]; ++ci) {
+        if (cells[ci].gt_end > cells[ci].gt_begin && cells[ci].dt_end > cells[ci].dt_begin) {
+          ensure_image_masks(static_cast<uint32_t>(im));
+          break;
+        }
+      }
+    }
     std::vector<double> ious, row_max;
     std::vector<uint32_t> order;
     std::vector<uint8_t> gt_ig, gt_crowd_sorted, gtm;
@@ -477,7 +520,7 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
               if (types[ty] == IouType::kBbox) {
                 v = box_iou(boxes[k].data(), ds.annotations[a].bbox.data(), crowd[g]);
               } else {
-                const Rle& gm = (*gt_rles)[a];
+                const Rle& gm = gt_masks_[a];
                 if (!(box_iou(mask_boxes[k].data(), gt_mask_boxes_[a].data(), crowd[g]) > 0)) {
                   v = 0;
                 } else {
@@ -596,7 +639,7 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
       for (uint32_t x = cb; x < ce; ++x) {
         const Cell& c = cells[cells_by_cat[x]];
         for (uint32_t d = c.dt_begin; d < c.dt_end; ++d) {
-          entries.push_back({dets[dt_order[d]].score, c.image, d - c.dt_begin, d});
+          entries.push_back({dt_score[d], c.image, d - c.dt_begin, d});
         }
       }
       // np.argsort(-scores, kind='mergesort') over the images' lists concatenated in image order.

@@ -107,13 +107,18 @@ class CocoEvaluator {
  private:
   struct GtCache;
   const GtCache& gt_cache() const;        // sorted ids and cells, built in the constructor
-  const std::vector<Rle>& gt_masks() const;  // ground-truth masks, built on first segm use
+  // Ground-truth masks are built per image, on the first segm evaluation that needs them, and
+  // kept: a later epoch reuses them. check_gt_segmentations() refuses a ground truth that segm
+  // cannot use (no segmentation, wrong RLE size or counts) up front, whatever is evaluated.
+  void check_gt_segmentations() const;
+  void ensure_image_masks(uint32_t image_rank) const;
 
   std::shared_ptr<const Dataset> gt_;
   int threads_;
   std::unique_ptr<GtCache> cache_;
-  mutable std::once_flag masks_once_;
-  mutable std::vector<Rle> gt_masks_;
+  mutable std::once_flag checked_once_;
+  std::unique_ptr<std::once_flag[]> image_masks_once_;  // per image rank
+  mutable std::vector<Rle> gt_masks_;                    // per annotation position
   mutable std::vector<std::array<double, 4>> gt_mask_boxes_;
 };
 

@@ -176,6 +176,15 @@ TEST(CocoEval, BadDetectionsAreClearErrors) {
               HasSubstr("detections[0]: RLE: compressed counts add up to"));
 }
 
+TEST(CocoEval, RefusesAnUnindexedDataset) {
+  auto ds = std::make_shared<Dataset>(*two_box_dataset());
+  ds->images.push_back({77, 10, 10, ""});  // changed after build_index()
+  EXPECT_THAT([&] { CocoEvaluator ev(ds); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("build_index()")));
+  ds->build_index();
+  EXPECT_NO_THROW(CocoEvaluator ev(ds));
+}
+
 TEST(CocoEval, UnknownCategoriesAreDroppedLikePycocotools) {
   CocoEvaluator ev(two_box_dataset(), EvalOptions{1});
   const std::vector<Detection> dets = {box_det(1, 1, 0.9, {10, 10, 20, 20}),
