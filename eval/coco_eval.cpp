@@ -349,6 +349,8 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
   const size_t K = gc.category_ids.size(), A = p.area_ranges.size(), M = p.max_dets.size();
   const size_t I = gc.image_ids.size();
   const uint32_t max_det = p.max_dets.back();
+  static_assert(sizeof(DtFlags::matched) * 8 >= 16, "one flag bit per IoU threshold");
+  if (T > 16) throw std::logic_error("CocoEvaluator: at most 16 IoU thresholds");
   bool need_segm = false;
   for (IouType t : types) need_segm |= t == IouType::kSegm;
 
@@ -666,7 +668,7 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
         uint32_t index;  // position in sel
         double tp, fp;
       };
-      std::vector<Tp> tps;
+      std::vector<Tp> tps_t[16];
       std::vector<double> env;
       for (size_t m = 0; m < M; ++m) {
         sel.clear();
@@ -680,27 +682,42 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
           if (np_ == 0) continue;
           const double npig_d = static_cast<double>(np_);
           const DtFlags* f = sorted_flags.data() + ai * n_all;
-          for (size_t t = 0; t < T; ++t) {
-            // pycocotools computes rc = tp/npig and pr = tp/(tp+fp+eps) at every detection, makes
-            // pr non-increasing from the right and reads pr at searchsorted(rc, recThrs). Between
-            // two true positives tp is constant and fp only grows, so pr is largest right at a
-            // true positive, and rc only rises there: the envelope at any index is the larger of
-            // pr there and pr at the later true positives, and every searchsorted hit for a
-            // threshold > 0 is a true positive. The same divisions at those indices give the same
-            // numbers with a fraction of the work.
-            const uint16_t bit = static_cast<uint16_t>(1u << t);
-            double tp = 0, fp = 0;
-            tps.clear();
-            for (size_t i = 0; i < nd; ++i) {
-              const DtFlags fi = f[sel[i]];
-              if (fi.ignored & bit) continue;
-              if (fi.matched & bit) {
-                tp += 1;
-                tps.push_back({static_cast<uint32_t>(i), tp, fp});
-              } else {
-                fp += 1;
+          // pycocotools computes rc = tp/npig and pr = tp/(tp+fp+eps) at every detection, makes
+          // pr non-increasing from the right and reads pr at searchsorted(rc, recThrs). Between
+          // two true positives tp is constant and fp only grows, so pr is largest right at a
+          // true positive, and rc only rises there: the envelope at any index is the larger of pr
+          // there and pr at the later true positives, and every searchsorted hit for a threshold
+          // > 0 is a true positive. The same divisions at those indices give the same numbers
+          // with a fraction of the work. One pass serves all thresholds: a detection that is a
+          // false positive at every threshold (the common case) only bumps a shared counter.
+          const uint16_t all = static_cast<uint16_t>((1u << T) - 1);
+          uint32_t fp_all = 0;
+          uint32_t tp_t[16] = {}, fp_t[16] = {};
+          for (size_t t = 0; t < T; ++t) tps_t[t].clear();
+          for (size_t i = 0; i < nd; ++i) {
+            const DtFlags fi = f[sel[i]];
+            const uint16_t live = static_cast<uint16_t>(all & ~fi.ignored);
+            const uint16_t tpm = static_cast<uint16_t>(live & fi.matched);
+            const uint16_t fpm = static_cast<uint16_t>(live & ~fi.matched);
+            if (tpm == 0) {
+              if (fpm == all) {
+                ++fp_all;
+                continue;
               }
+              for (uint32_t bits = fpm; bits; bits &= bits - 1) ++fp_t[__builtin_ctz(bits)];
+              continue;
             }
+            for (uint32_t bits = fpm; bits; bits &= bits - 1) ++fp_t[__builtin_ctz(bits)];
+            for (uint32_t bits = tpm; bits; bits &= bits - 1) {
+              const int t = __builtin_ctz(bits);
+              ++tp_t[t];
+              tps_t[t].push_back({static_cast<uint32_t>(i), static_cast<double>(tp_t[t]),
+                                  static_cast<double>(fp_t[t] + fp_all)});
+            }
+          }
+          for (size_t t = 0; t < T; ++t) {
+            const std::vector<Tp>& tps = tps_t[t];
+            const double tp = static_cast<double>(tp_t[t]);
             r.recall[((t * K + k) * A + ai) * M + m] = nd ? tp / npig_d : 0;
             // env[j]: max precision over true positives j.. (the envelope at tps[j].index).
             env.resize(tps.size());
