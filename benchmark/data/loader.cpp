@@ -1,0 +1,105 @@
+#include "benchmark/data/loader.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace mrcnn::data {
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches,
+               EpochKey key, LoaderOptions options)
+    : dataset_(std::move(dataset)),
+      batches_(std::move(batches)),
+      key_(key),
+      options_(options),
+      batch_options_{options.size_divisible, options.device.is_cuda()} {
+  if (!dataset_) throw std::invalid_argument("Loader: dataset is null");
+  if (options_.num_threads < 0)
+    throw std::invalid_argument("Loader: num_threads must be >= 0, got " + std::to_string(options_.num_threads));
+  if (options_.prefetch_batches < 1)
+    throw std::invalid_argument("Loader: prefetch_batches must be >= 1, got " +
+                                std::to_string(options_.prefetch_batches));
+  if (options_.size_divisible < 1)
+    throw std::invalid_argument("Loader: size_divisible must be >= 1");
+  for (size_t k = 0; k < batches_.size(); ++k)
+    if (batches_[k].empty()) throw std::invalid_argument("Loader: batch " + std::to_string(k) + " is empty");
+  workers_.reserve(static_cast<size_t>(options_.num_threads));
+  for (int t = 0; t < options_.num_threads; ++t) workers_.emplace_back([this] { worker_loop(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+Loader::Slot Loader::build(int64_t k) const {
+  Slot s;
+  try {
+    s.batch = load_batch(*dataset_, batches_[static_cast<size_t>(k)], key_, batch_options_);
+  } catch (const std::exception& e) {
+    s.error = std::make_exception_ptr(std::runtime_error(
+        "data loader, epoch " + std::to_string(key_.epoch) + " batch " + std::to_string(k) + ": " + e.what()));
+  } catch (...) {
+    s.error = std::make_exception_ptr(std::runtime_error(
+        "data loader, epoch " + std::to_string(key_.epoch) + " batch " + std::to_string(k) + ": unknown error"));
+  }
+  return s;
+}
+
+void Loader::worker_loop() {
+  const auto total = static_cast<int64_t>(batches_.size());
+  for (;;) {
+    int64_t k = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] {
+        return stop_ || failed_ || next_claim_ >= total ||
+               next_claim_ < consumed_ + options_.prefetch_batches;
+      });
+      if (stop_ || failed_ || next_claim_ >= total) return;
+      k = next_claim_++;
+    }
+    Slot s = build(k);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (s.error) failed_ = true;
+      ready_.emplace(k, std::move(s));
+    }
+    ready_cv_.notify_all();
+    work_cv_.notify_all();  // a failure releases the other workers
+  }
+}
+
+std::optional<model::Batch> Loader::next() {
+  if (error_) std::rethrow_exception(error_);
+  if (delivered_ >= num_batches()) return std::nullopt;
+  Slot s;
+  if (workers_.empty()) {
+    s = build(delivered_);
+  } else {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = ready_.find(delivered_);
+    if (it == ready_.end()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ready_cv_.wait(lock, [&] { return ready_.count(delivered_) != 0; });
+      wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      it = ready_.find(delivered_);
+    }
+    s = std::move(it->second);
+    ready_.erase(it);
+    consumed_ = delivered_ + 1;
+  }
+  work_cv_.notify_all();
+  if (s.error) {
+    error_ = s.error;
+    std::rethrow_exception(error_);
+  }
+  ++delivered_;
+  return batch_to(s.batch, options_.device, /*non_blocking=*/true);
+}
+
+}  // namespace mrcnn::data
