@@ -1,0 +1,148 @@
+// CUDA kernels of mrcnn::multilevel_roi_align, its backward and mrcnn::map_rois_to_levels. The
+// level of every RoI is computed once on the device; one forward launch covers all levels; the
+// backward scatters with atomics, or, under at::globalContext().deterministicAlgorithms(), runs
+// the gather kernel once per level (bitwise reproducible).
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "model/ops/cuda/roi_align_launch.cuh"
+#include "model/ops/level_range.h"
+
+namespace mrcnn::ops {
+namespace {
+
+constexpr const char* kOp = "mrcnn::multilevel_roi_align";
+
+at::Tensor compute_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
+                          int64_t canonical_scale, int64_t canonical_level) {
+  at::Tensor out = at::empty({rois.size(0)}, rois.options().dtype(at::kLong));
+  if (rois.size(0) == 0) return out;
+  const at::Tensor r = rois.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(r.scalar_type(), "mrcnn_map_rois_to_levels_cuda", [&] {
+    const int64_t n = r.size(0);
+    const int64_t stride = r.size(1);
+    const int64_t first = stride == 5 ? 1 : 0;   // [K, 5] rois or [K, 4] boxes
+    cuda::map_levels_kernel<scalar_t>
+        <<<cuda::grid_for(n), cuda::kThreadsPerBlock, 0, at::cuda::getCurrentCUDAStream()>>>(
+            n, r.const_data_ptr<scalar_t>() + first, stride, k_min, k_max, canonical_scale,
+            canonical_level, out.mutable_data_ptr<int64_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+
+void check_rois(const at::Tensor& rois, const at::Tensor& like, int64_t output_size,
+                int64_t canonical_scale) {
+  TORCH_CHECK(rois.is_cuda() && rois.device() == like.device(), kOp,
+              ": rois must be on the features' device ", like.device(), ", got ", rois.device());
+  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
+              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
+  TORCH_CHECK(rois.scalar_type() == like.scalar_type(), kOp,
+              ": rois must have the dtype of the features (", like.scalar_type(), "), got ",
+              rois.scalar_type());
+  TORCH_CHECK(output_size > 0, kOp, ": output_size must be > 0, got ", output_size);
+  TORCH_CHECK(canonical_scale > 0, kOp, ": canonical_scale must be > 0, got ", canonical_scale);
+}
+
+at::Tensor multilevel_forward_cuda(at::TensorList features, const at::Tensor& rois,
+                                   int64_t output_size, int64_t sampling_ratio, bool aligned,
+                                   at::ArrayRef<double> spatial_scales, int64_t canonical_scale,
+                                   int64_t canonical_level) {
+  const auto range = detail::fpn_level_range(spatial_scales, features.size(), kOp);
+  TORCH_CHECK(features.size() <= static_cast<size_t>(cuda::kMaxLevels), kOp, ": at most ",
+              cuda::kMaxLevels, " levels are supported on CUDA, got ", features.size());
+  const at::Tensor& f0 = features[0];
+  TORCH_CHECK(f0.dim() == 4, kOp, ": features[0] must be [N, C, H, W], got ", f0.sizes());
+  check_rois(rois, f0, output_size, canonical_scale);
+  for (size_t l = 0; l < features.size(); ++l) {
+    const at::Tensor& f = features[l];
+    TORCH_CHECK(f.dim() == 4 && f.size(0) == f0.size(0) && f.size(1) == f0.size(1), kOp,
+                ": features[", l, "] must be [", f0.size(0), ", ", f0.size(1),
+                ", H, W] like features[0], got ", f.sizes());
+    TORCH_CHECK(f.scalar_type() == f0.scalar_type() && f.device() == f0.device(), kOp,
+                ": features[", l, "] must have the dtype and device of features[0]");
+  }
+  c10::cuda::CUDAGuard device_guard(f0.device());
+  const bool cl = f0.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+  at::Tensor output =
+      at::empty({rois.size(0), f0.size(1), output_size, output_size}, f0.options(),
+                cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  if (output.numel() == 0) return output;
+  const at::Tensor rois_c = rois.contiguous();
+  cuda::assert_batch_indices(rois_c, f0.size(0), kOp);
+  const at::Tensor levels =
+      compute_levels(rois_c, range.k_min, range.k_max, canonical_scale, canonical_level);
+  AT_DISPATCH_FLOATING_TYPES(f0.scalar_type(), "mrcnn_multilevel_roi_align_forward_cuda", [&] {
+    cuda::LevelViews<scalar_t> views;
+    views.count = static_cast<int>(features.size());
+    for (size_t l = 0; l < features.size(); ++l) {
+      views.level[l] = cuda::level_view<scalar_t>(features[l], spatial_scales[l]);
+    }
+    cuda::launch_forward<scalar_t>(views, rois_c, levels, f0.size(1), output_size, output_size,
+                                   sampling_ratio, aligned, output);
+  });
+  return output;
+}
+
+std::vector<at::Tensor> multilevel_backward_cuda(
+    const at::Tensor& grad, const at::Tensor& rois, at::ArrayRef<double> spatial_scales,
+    int64_t output_size, int64_t sampling_ratio, bool aligned, int64_t canonical_scale,
+    int64_t canonical_level, int64_t batch_size, int64_t channels, at::IntArrayRef level_heights,
+    at::IntArrayRef level_widths, at::IntArrayRef level_channels_last) {
+  const size_t num_levels = level_heights.size();
+  TORCH_CHECK(level_widths.size() == num_levels && level_channels_last.size() == num_levels, kOp,
+              ": backward needs one height, width and format per level");
+  TORCH_CHECK(num_levels <= static_cast<size_t>(cuda::kMaxLevels), kOp, ": at most ",
+              cuda::kMaxLevels, " levels are supported on CUDA");
+  const auto range = detail::fpn_level_range(spatial_scales, num_levels, kOp);
+  check_rois(rois, grad, output_size, canonical_scale);
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
+                  grad.size(2) == output_size && grad.size(3) == output_size,
+              kOp, ": grad must be [K, C, S, S] = [", rois.size(0), ", ", channels, ", ",
+              output_size, ", ", output_size, "], got ", grad.sizes());
+  c10::cuda::CUDAGuard device_guard(grad.device());
+  const bool deterministic = cuda::deterministic_backward();
+  std::vector<at::Tensor> grads;
+  for (size_t l = 0; l < num_levels; ++l) {
+    grads.push_back(cuda::make_grad_buffer({batch_size, channels, level_heights[l], level_widths[l]},
+                                           grad.options(), level_channels_last[l] != 0,
+                                           deterministic));
+  }
+  if (grad.numel() == 0) {
+    for (at::Tensor& g : grads) g.zero_();
+    return grads;
+  }
+  const at::Tensor rois_c = rois.contiguous();
+  const at::Tensor levels =
+      compute_levels(rois_c, range.k_min, range.k_max, canonical_scale, canonical_level);
+  const std::vector<double> scales = spatial_scales.vec();
+  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "mrcnn_multilevel_roi_align_backward_cuda", [&] {
+    cuda::launch_backward<scalar_t>(grad, rois_c, levels, grads, scales, batch_size, channels,
+                                    output_size, output_size, sampling_ratio, aligned,
+                                    deterministic);
+  });
+  return grads;
+}
+
+at::Tensor map_rois_to_levels_cuda(const at::Tensor& rois, int64_t k_min, int64_t k_max,
+                                   int64_t canonical_scale, int64_t canonical_level) {
+  TORCH_CHECK(rois.dim() == 2 && (rois.size(1) == 5 || rois.size(1) == 4),
+              "mrcnn::map_rois_to_levels: rois must be [K, 5] or boxes [K, 4], got ",
+              rois.sizes());
+  TORCH_CHECK(k_min <= k_max, "mrcnn::map_rois_to_levels: k_min (", k_min, ") > k_max (", k_max,
+              ")");
+  c10::cuda::CUDAGuard device_guard(rois.device());
+  return compute_levels(rois, k_min, k_max, canonical_scale, canonical_level);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
+  m.impl("multilevel_roi_align", TORCH_FN(multilevel_forward_cuda));
+  m.impl("_multilevel_roi_align_backward", TORCH_FN(multilevel_backward_cuda));
+  m.impl("map_rois_to_levels", TORCH_FN(map_rois_to_levels_cuda));
+}
+
+}  // namespace mrcnn::ops

@@ -1,0 +1,91 @@
+// CUDA kernels of mrcnn::nms and mrcnn::batched_nms on the segmented NMS of nms_segmented.cuh.
+// Both need the number of kept boxes on the host (the result's size): one synchronization each,
+// as torchvision's CUDA nms.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "model/ops/cuda/nms_segmented.cuh"
+
+namespace mrcnn::ops {
+namespace {
+
+void check_nms_inputs(const at::Tensor& boxes, const at::Tensor& scores, const char* op) {
+  TORCH_CHECK(boxes.is_cuda() && scores.is_cuda() && boxes.device() == scores.device(), op,
+              ": expected boxes and scores on one CUDA device, got ", boxes.device(), " and ",
+              scores.device());
+  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4, op, ": boxes must be [K, 4], got ",
+              boxes.sizes());
+  TORCH_CHECK(scores.dim() == 1 && scores.size(0) == boxes.size(0), op,
+              ": scores must be [K] with K = ", boxes.size(0), ", got ", scores.sizes());
+  TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
+              ": boxes and scores must have the same dtype, got ", boxes.scalar_type(), " and ",
+              scores.scalar_type());
+}
+
+at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
+  check_nms_inputs(boxes, scores, "mrcnn::nms");
+  c10::cuda::CUDAGuard device_guard(boxes.device());
+  const int64_t n = boxes.size(0);
+  if (n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
+  // Stable descending order: ties keep the lower index first.
+  const at::Tensor order =
+      std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  const at::Tensor sorted = boxes.index_select(0, order).contiguous();
+  const auto long_opts = boxes.options().dtype(at::kLong);
+  const at::Tensor seg_begin = at::zeros({1}, long_opts);
+  const at::Tensor seg_len = at::full({1}, n, long_opts);
+  at::Tensor keep;
+  AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_nms_cuda", [&] {
+    keep = cuda::segmented_nms<scalar_t>(sorted, seg_begin, seg_len, n, at::Tensor(),
+                                         iou_threshold);
+  });
+  return order.index_select(0, at::nonzero(keep).squeeze(1));
+}
+
+at::Tensor batched_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
+                            const at::Tensor& idxs, double iou_threshold) {
+  check_nms_inputs(boxes, scores, "mrcnn::batched_nms");
+  TORCH_CHECK(idxs.device() == boxes.device() && idxs.dim() == 1 &&
+                  idxs.size(0) == boxes.size(0) && !at::isFloatingType(idxs.scalar_type()) &&
+                  idxs.scalar_type() != at::kBool,
+              "mrcnn::batched_nms: idxs must be an integer tensor [K] with K = ", boxes.size(0),
+              " on ", boxes.device(), ", got ", idxs.scalar_type(), " ", idxs.sizes(), " on ",
+              idxs.device());
+  c10::cuda::CUDAGuard device_guard(boxes.device());
+  const int64_t n = boxes.size(0);
+  if (n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
+  // Group by category (stable), each group by descending score (stable): two stable sorts.
+  const at::Tensor by_score =
+      std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  const at::Tensor cats = idxs.to(at::kLong).index_select(0, by_score);
+  const at::Tensor by_cat = std::get<1>(cats.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor order = by_score.index_select(0, by_cat);
+  const at::Tensor sorted = boxes.index_select(0, order).contiguous();
+  // Segments: runs of one category (the sizes come to the host once).
+  const auto [unique, inverse, counts] = at::unique_consecutive(
+      cats.index_select(0, by_cat), /*return_inverse=*/false, /*return_counts=*/true);
+  const at::Tensor seg_len = counts.to(at::kLong).contiguous();
+  const at::Tensor seg_begin = (seg_len.cumsum(0) - seg_len).contiguous();
+  const int64_t max_len = seg_len.max().item<int64_t>();
+  at::Tensor keep;
+  AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_batched_nms_cuda", [&] {
+    keep = cuda::segmented_nms<scalar_t>(sorted, seg_begin, seg_len, max_len, at::Tensor(),
+                                         iou_threshold);
+  });
+  // Kept indices by decreasing score, ties by lower index.
+  const at::Tensor kept = std::get<0>(order.index_select(0, at::nonzero(keep).squeeze(1)).sort());
+  const at::Tensor by_kept_score = std::get<1>(
+      scores.index_select(0, kept).sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  return kept.index_select(0, by_kept_score);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
+  m.impl("nms", TORCH_FN(nms_cuda));
+  m.impl("batched_nms", TORCH_FN(batched_nms_cuda));
+}
+
+}  // namespace mrcnn::ops

@@ -1,0 +1,86 @@
+// CUDA kernels of mrcnn::roi_align and mrcnn::_roi_align_backward (device code:
+// roi_align_device.cuh). The backward uses atomics unless
+// at::globalContext().deterministicAlgorithms() is set, in which case it runs the gather kernel
+// (bitwise reproducible, no atomics).
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "model/ops/cuda/roi_align_launch.cuh"
+
+namespace mrcnn::ops {
+namespace {
+
+void check_cuda_inputs(const at::Tensor& input, const at::Tensor& rois, const char* op) {
+  TORCH_CHECK(input.is_cuda() && rois.is_cuda(), op, ": expected CUDA tensors, got ",
+              input.device(), " and ", rois.device());
+  TORCH_CHECK(input.device() == rois.device(), op, ": input and rois must be on one device, got ",
+              input.device(), " and ", rois.device());
+  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
+              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
+  TORCH_CHECK(input.scalar_type() == rois.scalar_type(), op, ": rois must have the dtype of ",
+              "the features (", input.scalar_type(), "), got ", rois.scalar_type());
+}
+
+at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& rois,
+                                  double spatial_scale, int64_t pooled_height,
+                                  int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
+  constexpr const char* kOp = "mrcnn::roi_align";
+  TORCH_CHECK(input.dim() == 4, kOp, ": input must be [N, C, H, W], got ", input.dim(), "D");
+  check_cuda_inputs(input, rois, kOp);
+  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp, ": pooled size must be > 0, got ",
+              pooled_height, "x", pooled_width);
+  c10::cuda::CUDAGuard device_guard(input.device());
+  const bool cl = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+  at::Tensor output = at::empty({rois.size(0), input.size(1), pooled_height, pooled_width},
+                                input.options(),
+                                cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  if (output.numel() == 0) return output;
+  const at::Tensor rois_c = rois.contiguous();
+  cuda::assert_batch_indices(rois_c, input.size(0), kOp);
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward_cuda", [&] {
+    cuda::LevelViews<scalar_t> views;
+    views.count = 1;
+    views.level[0] = cuda::level_view<scalar_t>(input, spatial_scale);
+    cuda::launch_forward<scalar_t>(views, rois_c, at::Tensor(), input.size(1), pooled_height,
+                                   pooled_width, sampling_ratio, aligned, output);
+  });
+  return output;
+}
+
+at::Tensor roi_align_backward_cuda(const at::Tensor& grad, const at::Tensor& rois,
+                                   double spatial_scale, int64_t pooled_height,
+                                   int64_t pooled_width, int64_t batch_size, int64_t channels,
+                                   int64_t height, int64_t width, int64_t sampling_ratio,
+                                   bool aligned, bool channels_last) {
+  constexpr const char* kOp = "mrcnn::_roi_align_backward";
+  check_cuda_inputs(grad, rois, kOp);
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
+                  grad.size(2) == pooled_height && grad.size(3) == pooled_width,
+              kOp, ": grad must be [K, C, PH, PW] = [", rois.size(0), ", ", channels, ", ",
+              pooled_height, ", ", pooled_width, "], got ", grad.sizes());
+  c10::cuda::CUDAGuard device_guard(grad.device());
+  const bool deterministic = cuda::deterministic_backward();
+  std::vector<at::Tensor> grads = {cuda::make_grad_buffer({batch_size, channels, height, width},
+                                                          grad.options(), channels_last,
+                                                          deterministic)};
+  if (grads[0].numel() == 0) return grads[0];
+  if (grad.numel() == 0) return grads[0].zero_();
+  const at::Tensor rois_c = rois.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "mrcnn_roi_align_backward_cuda", [&] {
+    cuda::launch_backward<scalar_t>(grad, rois_c, at::Tensor(), grads, {spatial_scale},
+                                    batch_size, channels, pooled_height, pooled_width,
+                                    sampling_ratio, aligned, deterministic);
+  });
+  return grads[0];
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
+  m.impl("roi_align", TORCH_FN(roi_align_forward_cuda));
+  m.impl("_roi_align_backward", TORCH_FN(roi_align_backward_cuda));
+}
+
+}  // namespace mrcnn::ops

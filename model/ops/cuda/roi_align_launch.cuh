@@ -1,0 +1,128 @@
+// Host-side launch code shared by the CUDA RoIAlign ops (single and multi-level): views of the
+// levels, per-image RoI lists for the deterministic backward, and the three launches. Every
+// launch runs on the current stream of the tensors' device and is checked.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <string>
+#include <vector>
+
+#include "model/ops/cuda/roi_align_device.cuh"
+
+namespace mrcnn::ops::cuda {
+
+template <typename T>
+LevelView<T> level_view(const at::Tensor& t, double spatial_scale) {
+  LevelView<T> v;
+  v.data = t.data_ptr<T>();
+  v.sn = t.stride(0);
+  v.sc = t.stride(1);
+  v.sh = t.stride(2);
+  v.sw = t.stride(3);
+  v.height = static_cast<int>(t.size(2));
+  v.width = static_cast<int>(t.size(3));
+  v.spatial_scale = static_cast<float>(spatial_scale);
+  return v;
+}
+
+template <typename T>
+void launch_forward(const LevelViews<T>& levels, const at::Tensor& rois,
+                    const at::Tensor& roi_levels, int64_t channels, int64_t pooled_height,
+                    int64_t pooled_width, int64_t sampling_ratio, bool aligned,
+                    at::Tensor& output) {
+  const int64_t n = output.numel();
+  if (n == 0) return;
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  roi_align_forward_kernel<T><<<grid_for(n), kThreadsPerBlock, 0, stream>>>(
+      n, levels, rois.const_data_ptr<T>(),
+      roi_levels.defined() ? roi_levels.const_data_ptr<int64_t>() : nullptr,
+      static_cast<int>(channels), static_cast<int>(pooled_height), static_cast<int>(pooled_width),
+      static_cast<int>(sampling_ratio), aligned, output.data_ptr<T>(), output.stride(0),
+      output.stride(1), output.stride(2), output.stride(3));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Backward into `grads` (one per level, allocated by the caller: zeroed for the atomic path,
+// uninitialized for the deterministic one, which writes every element).
+template <typename T>
+void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& roi_levels,
+                     std::vector<at::Tensor>& grads, const std::vector<double>& scales,
+                     int64_t batch_size, int64_t channels, int64_t pooled_height,
+                     int64_t pooled_width, int64_t sampling_ratio, bool aligned,
+                     bool deterministic) {
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const int64_t* lv_ptr = roi_levels.defined() ? roi_levels.const_data_ptr<int64_t>() : nullptr;
+  if (!deterministic) {
+    const int64_t n = grad.numel();
+    if (n == 0) return;
+    LevelViews<T> views;
+    views.count = static_cast<int>(grads.size());
+    for (size_t l = 0; l < grads.size(); ++l) views.level[l] = level_view<T>(grads[l], scales[l]);
+    roi_align_backward_atomic_kernel<T><<<grid_for(n), kThreadsPerBlock, 0, stream>>>(
+        n, grad.const_data_ptr<T>(), grad.stride(0), grad.stride(1), grad.stride(2),
+        grad.stride(3), views, rois.const_data_ptr<T>(), lv_ptr, static_cast<int>(channels),
+        static_cast<int>(pooled_height), static_cast<int>(pooled_width),
+        static_cast<int>(sampling_ratio), aligned);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  // Per-image RoI lists in increasing RoI index: a stable sort of the batch indices, and the
+  // offsets of each image in it (counts by one-hot sums: no host synchronization).
+  const at::Tensor batch_idx = rois.select(1, 0).to(at::kLong);
+  const at::Tensor order =
+      std::get<1>(batch_idx.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false)).contiguous();
+  const at::Tensor images = at::arange(batch_size, batch_idx.options());
+  const at::Tensor counts = batch_idx.unsqueeze(0).eq(images.unsqueeze(1)).sum(1);
+  const at::Tensor offsets = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)}).contiguous();
+  for (size_t l = 0; l < grads.size(); ++l) {
+    at::Tensor& g = grads[l];
+    if (g.numel() == 0) continue;
+    const LevelView<T> view = level_view<T>(g, scales[l]);
+    const int tiles_x = static_cast<int>(ceil_div(view.width, kGatherTile));
+    const int tiles_y = static_cast<int>(ceil_div(view.height, kGatherTile));
+    const dim3 blocks(static_cast<unsigned>(tiles_x * tiles_y),
+                      static_cast<unsigned>(ceil_div(channels, kGatherChannels)),
+                      static_cast<unsigned>(batch_size));
+    TORCH_CHECK(blocks.y <= 65535 && blocks.z <= 65535,
+                "roi_align deterministic backward: too many channels or images (", channels,
+                ", ", batch_size, ")");
+    roi_align_backward_gather_kernel<T><<<blocks, kGatherThreads, 0, stream>>>(
+        grad.const_data_ptr<T>(), grad.stride(0), grad.stride(1), grad.stride(2), grad.stride(3),
+        view, static_cast<int>(l), rois.const_data_ptr<T>(), lv_ptr,
+        order.const_data_ptr<int64_t>(), offsets.const_data_ptr<int64_t>(),
+        static_cast<int>(channels), static_cast<int>(pooled_height),
+        static_cast<int>(pooled_width), static_cast<int>(sampling_ratio), aligned, tiles_x,
+        tiles_y);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+// Allocates a gradient buffer in the requested format: zeros for the atomic path, uninitialized
+// for the deterministic one (it writes every element).
+inline at::Tensor make_grad_buffer(at::IntArrayRef sizes, const at::TensorOptions& options,
+                                   bool channels_last, bool deterministic) {
+  at::Tensor t = at::empty(sizes, options, channels_last ? at::MemoryFormat::ChannelsLast
+                                                         : at::MemoryFormat::Contiguous);
+  if (!deterministic) t.zero_();
+  return t;
+}
+
+// A device-side check (no host synchronization) that every RoI names an image of the batch;
+// a violation fails the next synchronizing call with `op`'s message.
+inline void assert_batch_indices(const at::Tensor& rois, int64_t batch_size, const char* op) {
+  if (rois.size(0) == 0) return;
+  const at::Tensor b = rois.select(1, 0);
+  at::_assert_async(b.ge(0).logical_and(b.lt(batch_size)).logical_and(b.eq(b.floor())).all(),
+                    std::string(op) + ": rois[:, 0] must be batch indices in [0, " +
+                        std::to_string(batch_size) + ")");
+}
+
+inline bool deterministic_backward() {
+  return at::globalContext().deterministicAlgorithms();
+}
+
+}  // namespace mrcnn::ops::cuda
