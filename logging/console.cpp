@@ -1,32 +1,71 @@
 #include "logging/console.h"
 
+#include <cstdarg>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 namespace mrcnn::logging {
+namespace {
+
+spdlog::level::level_enum to_spdlog(Level l) {
+  switch (l) {
+    case Level::kTrace: return spdlog::level::trace;
+    case Level::kDebug: return spdlog::level::debug;
+    case Level::kInfo: return spdlog::level::info;
+    case Level::kWarn: return spdlog::level::warn;
+    case Level::kError: return spdlog::level::err;
+    case Level::kOff: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
 
 void setup_console(const ConsoleOptions& options) {
-  auto logger = spdlog::stderr_color_mt("mrcnn-console-" + std::to_string(options.rank) + "-" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(&options)));
+  static int generation = 0;
+  auto logger = spdlog::stderr_color_mt("mrcnn-console-" + std::to_string(++generation));
   std::string pattern = "[%H:%M:%S.%e] ";
   if (options.world_size > 1) pattern += "[rank " + std::to_string(options.rank) + "] ";
   pattern += "[%^%l%$] %v";
   logger->set_pattern(pattern);
   const bool quiet_rank = options.rank != 0 && !options.all_ranks;
-  logger->set_level(quiet_rank ? std::max(options.level, spdlog::level::warn) : options.level);
-  logger->flush_on(spdlog::level::warn);
+  const Level level = quiet_rank && options.level < Level::kWarn ? Level::kWarn : options.level;
+  logger->set_level(to_spdlog(level));
+  logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
-  spdlog::drop(logger->name());  // keep only the default reference; re-setup replaces it
+  spdlog::drop(logger->name());  // keep only the default reference; a new setup replaces it
 }
 
-spdlog::level::level_enum parse_level(std::string_view name) {
-  const auto lvl = spdlog::level::from_str(std::string(name));
-  if (lvl == spdlog::level::off && name != "off")
-    throw std::invalid_argument("unknown log level '" + std::string(name) +
-                                "' (expected trace, debug, info, warn, error or off)");
-  return lvl;
+Level parse_level(std::string_view name) {
+  if (name == "trace") return Level::kTrace;
+  if (name == "debug") return Level::kDebug;
+  if (name == "info") return Level::kInfo;
+  if (name == "warn" || name == "warning") return Level::kWarn;
+  if (name == "error") return Level::kError;
+  if (name == "off") return Level::kOff;
+  throw std::invalid_argument("unknown log level '" + std::string(name) +
+                              "' (expected trace, debug, info, warn, error or off)");
+}
+
+void log(Level level, std::string_view message) {
+  spdlog::default_logger_raw()->log(to_spdlog(level), "{}", message);
+}
+
+std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, args);
+  va_end(args);
+  return out;
 }
 
 }  // namespace mrcnn::logging

@@ -57,21 +57,21 @@ MLLogger::~MLLogger() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void MLLogger::log(std::string_view key, const Json& value, const Json& metadata,
+int64_t MLLogger::log(std::string_view key, const Json& value, const Json& metadata,
                    std::source_location where) {
-  emit(event_type_for(key), key, value, metadata, where);
+  return emit(event_type_for(key), key, value, metadata, where);
 }
-void MLLogger::start(std::string_view key, const Json& value, const Json& metadata,
+int64_t MLLogger::start(std::string_view key, const Json& value, const Json& metadata,
                      std::source_location where) {
-  emit(EventType::kIntervalStart, key, value, metadata, where);
+  return emit(EventType::kIntervalStart, key, value, metadata, where);
 }
-void MLLogger::end(std::string_view key, const Json& value, const Json& metadata,
+int64_t MLLogger::end(std::string_view key, const Json& value, const Json& metadata,
                    std::source_location where) {
-  emit(EventType::kIntervalEnd, key, value, metadata, where);
+  return emit(EventType::kIntervalEnd, key, value, metadata, where);
 }
-void MLLogger::event(std::string_view key, const Json& value, const Json& metadata,
+int64_t MLLogger::event(std::string_view key, const Json& value, const Json& metadata,
                      std::source_location where) {
-  emit(EventType::kPointInTime, key, value, metadata, where);
+  return emit(EventType::kPointInTime, key, value, metadata, where);
 }
 
 namespace {
@@ -83,9 +83,9 @@ std::string_view repo_relative(std::string_view file) {
 }
 }  // namespace
 
-void MLLogger::emit(EventType type, std::string_view key, const Json& value, const Json& metadata,
+int64_t MLLogger::emit(EventType type, std::string_view key, const Json& value, const Json& metadata,
                     const std::source_location& where) {
-  if (!enabled()) return;
+  if (!enabled()) return 0;
   Json meta = Json::object();
   meta["file"] = std::string(repo_relative(where.file_name()));
   meta["lineno"] = where.line();
@@ -95,9 +95,11 @@ void MLLogger::emit(EventType type, std::string_view key, const Json& value, con
     std::fprintf(stderr, ":::MLLOG warning: metadata of '%.*s' is not an object; ignored\n",
                  static_cast<int>(key.size()), key.data());
   }
-  std::string line = encode(options_.default_namespace, options_.clock(), type, key, value, meta);
+  const int64_t time_ms = options_.clock();
+  std::string line = encode(options_.default_namespace, time_ms, type, key, value, meta);
   line += '\n';
   write_line(line);
+  return time_ms;
 }
 
 void MLLogger::write_line(const std::string& line) {

@@ -57,21 +57,22 @@ class MLLogger {
 
   // Logs `key` with the event type event_type_for(key). Extra metadata fields follow file/lineno;
   // a caller field named "file" or "lineno" replaces the automatic one (as in mllog).
-  void log(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
+  // Every call returns the time_ms it logged (0 on ranks that do not write).
+  int64_t log(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
            std::source_location where = std::source_location::current());
   // Explicit event types, as mllog's start/end/event.
-  void start(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
+  int64_t start(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
              std::source_location where = std::source_location::current());
-  void end(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
+  int64_t end(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
            std::source_location where = std::source_location::current());
-  void event(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
+  int64_t event(std::string_view key, const Json& value = nullptr, const Json& metadata = Json::object(),
              std::source_location where = std::source_location::current());
 
   bool enabled() const { return options_.rank == 0; }
   const std::string& file_path() const { return options_.file_path; }
 
  private:
-  void emit(EventType type, std::string_view key, const Json& value, const Json& metadata,
+  int64_t emit(EventType type, std::string_view key, const Json& value, const Json& metadata,
             const std::source_location& where);
   void write_line(const std::string& line);
 

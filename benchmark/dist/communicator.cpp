@@ -1,0 +1,58 @@
+#include "benchmark/dist/communicator.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace mrcnn::dist {
+
+void Communicator::allreduce_mean(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) {
+  if (world_size() == 1) return;
+  allreduce_sum(tensors, bucket_bytes);
+  at::NoGradGuard no_grad;
+  for (auto& t : tensors) t.div_(world_size());
+}
+
+namespace {
+
+class LocalCommunicator final : public Communicator {
+ public:
+  std::string backend() const override { return "local"; }
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  void allreduce_sum(std::vector<at::Tensor>&, int64_t) override {}
+  void broadcast(std::vector<at::Tensor>&, int root) override {
+    if (root != 0) throw std::invalid_argument("broadcast: root " + std::to_string(root) + " with one rank");
+  }
+  std::vector<std::string> allgather_bytes(const std::string& mine) override { return {mine}; }
+  void barrier() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_local_communicator() { return std::make_unique<LocalCommunicator>(); }
+
+#if MRCNN_HAVE_MPI
+std::unique_ptr<Communicator> make_mpi_communicator();  // mpi_communicator.cpp
+bool mpi_available() { return true; }
+#else
+bool mpi_available() { return false; }
+#endif
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
+  // OpenMPI's launcher sets OMPI_COMM_WORLD_SIZE in every rank's environment.
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+  if (backend == "local") return make_local_communicator();
+  if (backend == "mpi" || (backend == "auto" && under_mpirun && mpi_available())) {
+#if MRCNN_HAVE_MPI
+    return make_mpi_communicator();
+#else
+    throw std::runtime_error("communicator backend 'mpi' is not built in (CMake did not find MPI)");
+#endif
+  }
+  if (backend == "auto") return make_local_communicator();
+  throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi or auto)");
+}
+
+}  // namespace mrcnn::dist

@@ -1,0 +1,58 @@
+// Data-parallel communication behind one small interface, so that the trainer and the evaluator
+// do not care how many processes there are or how they talk:
+//   "local" -- one process, every collective is the identity (the CPU development system);
+//   "mpi"   -- OpenMPI ranks started by mpirun; tensors are CPU tensors (gradients on CPU
+//              systems). Built when CMake finds MPI.
+// A CUDA/NCCL communicator (NCCL unique id broadcast over MPI) plugs in behind the same
+// interface on GPU systems.
+//
+// Collectives are blocking and must be called by every rank in the same order. Gradients are
+// reduced in fused buckets (one flat buffer per bucket of `bucket_bytes`), in parameter order,
+// so the reduction order, and therefore the result, is the same on every run.
+// Not thread-safe: call from the training thread only.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mrcnn::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Ranks on this node and this rank's index among them (for core binding and device choice).
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+
+  // In-place sum over ranks of every tensor (all CPU float32/float64, any shapes), fused into
+  // buckets of at most `bucket_bytes`.
+  virtual void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20) = 0;
+  // In-place copy of root's tensors to every rank.
+  virtual void broadcast(std::vector<at::Tensor>& tensors, int root = 0) = 0;
+  // Concatenates every rank's byte buffer, in rank order, on every rank.
+  virtual std::vector<std::string> allgather_bytes(const std::string& mine) = 0;
+  virtual void barrier() = 0;
+
+  // allreduce_sum, then division by world_size (averaged gradients).
+  void allreduce_mean(std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20);
+  bool is_main() const { return rank() == 0; }
+};
+
+// The single-process communicator.
+std::unique_ptr<Communicator> make_local_communicator();
+
+// "local" or "mpi" (or "auto": mpi when started by mpirun and MPI is built in, else local).
+// Throws std::runtime_error naming the backend when it is unknown or not built in.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+
+// Whether this build carries the MPI backend.
+bool mpi_available();
+
+}  // namespace mrcnn::dist

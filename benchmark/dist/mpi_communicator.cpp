@@ -1,0 +1,132 @@
+// The MPI communicator: OpenMPI ranks, CPU tensors. Compiled only when CMake finds MPI.
+#if MRCNN_HAVE_MPI
+// The C API only: OpenMPI would otherwise pull in its deprecated C++ bindings (libmpi_cxx).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "benchmark/dist/communicator.h"
+
+namespace mrcnn::dist {
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw std::runtime_error(std::string("MPI ") + what + " failed: " + std::string(msg, len));
+}
+
+MPI_Datatype mpi_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    default: throw std::runtime_error("MPI communicator: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+      owns_init_ = true;
+    }
+    check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "comm_rank");
+    check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "comm_size");
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_), "split");
+    check(MPI_Comm_rank(node_, &local_rank_), "local rank");
+    check(MPI_Comm_size(node_, &local_size_), "local size");
+  }
+  ~MpiCommunicator() override {
+    MPI_Comm_free(&node_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_init_ && !finalized) MPI_Finalize();
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  std::string backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+
+  void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) override {
+    // Buckets of consecutive tensors of one dtype, each flattened into one contiguous buffer.
+    size_t i = 0;
+    while (i < tensors.size()) {
+      size_t j = i;
+      int64_t bytes = 0;
+      const auto dtype = tensors[i].scalar_type();
+      while (j < tensors.size() && tensors[j].scalar_type() == dtype &&
+             (j == i || bytes + tensors[j].nbytes() <= static_cast<size_t>(bucket_bytes))) {
+        if (!tensors[j].device().is_cpu()) throw std::runtime_error("MPI communicator: tensors must be on the CPU");
+        bytes += static_cast<int64_t>(tensors[j].nbytes());
+        ++j;
+      }
+      std::vector<at::Tensor> flat;
+      for (size_t k = i; k < j; ++k) flat.push_back(tensors[k].reshape({-1}));
+      at::Tensor buffer = at::cat(flat);
+      check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()), mpi_type(buffer), MPI_SUM,
+                          MPI_COMM_WORLD),
+            "allreduce");
+      int64_t offset = 0;
+      for (size_t k = i; k < j; ++k) {
+        const int64_t n = tensors[k].numel();
+        tensors[k].copy_(buffer.narrow(0, offset, n).view(tensors[k].sizes()));
+        offset += n;
+      }
+      i = j;
+    }
+  }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    for (auto& t : tensors) {
+      at::Tensor c = t.contiguous();
+      check(MPI_Bcast(c.data_ptr(), static_cast<int>(c.numel()), mpi_type(c), root, MPI_COMM_WORLD), "broadcast");
+      if (!c.is_same(t)) t.copy_(c);
+    }
+  }
+
+  std::vector<std::string> allgather_bytes(const std::string& mine) override {
+    int n = static_cast<int>(mine.size());
+    std::vector<int> sizes(size_), offsets(size_);
+    check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "allgather sizes");
+    int total = 0;
+    for (int r = 0; r < size_; ++r) {
+      offsets[r] = total;
+      total += sizes[r];
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    check(MPI_Allgatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, MPI_COMM_WORLD),
+          "allgatherv");
+    std::vector<std::string> out;
+    for (int r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+    return out;
+  }
+
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+
+ private:
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  bool owns_init_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
+
+}  // namespace mrcnn::dist
+#endif  // MRCNN_HAVE_MPI

@@ -1,0 +1,141 @@
+// The timed part of an MLPerf run: from run_start to run_stop.
+//
+// Per epoch e (1-based, as MLPerf counts): block_start / epoch_start, the training steps,
+// epoch_stop / block_stop, an optional checkpoint, eval_start, inference over the whole
+// validation set, and the COCO scoring handed to a Scorer that works in the background while
+// the next epoch trains. When a score arrives it is logged (eval_accuracy {BBOX, SEGM} with
+// epoch_num, then eval_stop) from the scorer's thread, with its own timestamp; the training
+// thread notices at the next step and ends the run with run_stop "success" as soon as both
+// targets are met, or "aborted" when the epoch budget is spent without reaching them.
+//
+// The parts are reached through small interfaces (TrainableModel, DataSource, Scorer), so the
+// same loop runs Mask R-CNN on COCO and the tiny models and datasets of its tests.
+// Not thread-safe: run() is called once, from the training thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "benchmark/dist/communicator.h"
+#include "benchmark/train/trainer.h"
+#include "logging/mllog.h"
+#include "model/structures.h"
+
+namespace mrcnn::run {
+
+// An epoch's batches, in the order the sampler fixed.
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  virtual std::optional<model::Batch> next() = 0;
+};
+
+// The training or validation data of this rank.
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual int64_t num_images() const = 0;         // the whole set (train_samples / eval_samples)
+  virtual int64_t batches_per_epoch() const = 0;  // this rank's batches in one epoch
+  virtual std::unique_ptr<BatchStream> epoch(int64_t epoch) = 0;  // epoch is 1-based
+};
+
+struct Accuracy {
+  double bbox = 0;  // COCO AP@[.5:.95], a fraction
+  double segm = 0;
+  double scoring_seconds = 0;
+  // Steady-clock instants the scoring began and ended (tests check the overlap with training).
+  std::chrono::steady_clock::time_point started, finished;
+};
+
+// Collects one epoch's detections image by image, then scores them in the background.
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // Called for every validation batch of epoch `epoch`, in order, from the training thread.
+  virtual void add(int64_t epoch, const std::vector<model::Detections>& detections) = 0;
+  // Hands the epoch's detections to the background; `done` is called on a background thread
+  // when the score is known (or with an exception). Must not block.
+  virtual void finish_epoch(int64_t epoch, std::function<void(int64_t epoch, std::exception_ptr error,
+                                                              const Accuracy& accuracy)> done) = 0;
+  // Blocks until every submitted epoch has been scored and its callback has returned.
+  virtual void wait_all() = 0;
+};
+
+struct TimedRunOptions {
+  int64_t first_epoch = 1;  // > 1 when resuming from a checkpoint
+  int64_t max_epochs = 20;
+  double target_bbox = 0.377;
+  double target_segm = 0.339;
+  // false: the training thread waits for each epoch's score before going on (for debugging;
+  // MLPerf runs overlap scoring with training).
+  bool async_eval = true;
+  // JSON-lines metrics (step, losses, learning rate, images/s; one line per scored epoch);
+  // "" writes none. Only rank 0 writes.
+  std::string metrics_path;
+  // Called after epoch_stop with the finished epoch (checkpoints); may be empty.
+  std::function<void(int64_t epoch)> on_epoch_end;
+  bool show_progress = true;
+};
+
+struct RunResult {
+  bool success = false;           // both targets reached
+  int64_t epochs_trained = 0;     // epochs started in this process
+  int64_t converged_epoch = 0;    // epoch whose score reached the targets (0: none)
+  double run_seconds = 0;         // run_start to run_stop, as logged
+  int64_t run_start_ms = 0, run_stop_ms = 0;
+  std::vector<std::pair<int64_t, Accuracy>> accuracies;  // by epoch, in the order scored
+  std::vector<train::StepResult> steps;                  // every step of this process
+  std::vector<std::chrono::steady_clock::time_point> step_finished;  // parallel to steps
+  std::string stop_reason;        // "target reached", "epoch budget spent", or the error
+};
+
+// The data and the scorer are made after run_start (MLPerf: the clock starts before any data is
+// touched), by these factories.
+struct RunParts {
+  std::function<std::unique_ptr<DataSource>()> train_data;
+  std::function<std::unique_ptr<DataSource>()> val_data;
+  std::function<std::unique_ptr<Scorer>()> scorer;
+};
+
+class TimedRun {
+ public:
+  // Every reference must outlive the TimedRun.
+  TimedRun(logging::MLLogger& mllog, train::TrainableModel& model, train::Trainer& trainer, RunParts parts,
+           dist::Communicator& comm, TimedRunOptions options);
+
+  // Logs run_start, builds the data and the scorer, logs train_samples and eval_samples, and
+  // runs everything up to run_stop. A non-finite loss or any other error after run_start ends
+  // the run with run_stop "aborted" and is rethrown.
+  RunResult run();
+
+ private:
+  void log_accuracy(int64_t epoch, std::exception_ptr error, const Accuracy& acc);
+  void run_validation(int64_t epoch);
+  void write_metrics(const std::string& json_line);
+
+  void train_epochs(const std::function<bool()>& target_reached, std::string& status);
+
+  logging::MLLogger& mllog_;
+  train::TrainableModel& model_;
+  train::Trainer& trainer_;
+  RunParts parts_;
+  std::unique_ptr<DataSource> train_;
+  std::unique_ptr<DataSource> val_;
+  std::unique_ptr<Scorer> scorer_;
+  dist::Communicator& comm_;
+  const TimedRunOptions options_;
+
+  std::mutex mutex_;  // guards the fields below, written by the scorer's callback
+  RunResult result_;
+  bool target_reached_ = false;
+  std::exception_ptr scoring_error_;
+  std::FILE* metrics_ = nullptr;
+};
+
+}  // namespace mrcnn::run

@@ -1,0 +1,165 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "benchmark/run/init_log.h"
+#include "benchmark/run/timed_run.h"
+#include "logging/compliance.h"
+#include "toy_parts.h"
+
+namespace mrcnn::run {
+namespace {
+
+using testing::ToyData;
+using testing::ToyModel;
+using testing::ToyScorer;
+
+struct Scratch {
+  std::filesystem::path dir;
+  Scratch() {
+    dir = std::filesystem::temp_directory_path() /
+          ("mrcnn-timed-run-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+};
+
+struct ToyRun {
+  int64_t batches = 6;
+  int64_t max_epochs = 8;
+  double bbox_per_epoch = 0.1, segm_per_epoch = 0.09;  // targets met at epoch 4
+  std::chrono::milliseconds scoring_delay{50};
+  bool async = true;
+  int64_t nan_at_step = -1;
+  uint64_t seed = 7;
+
+  RunResult run(const std::filesystem::path& log_path, const std::string& metrics = "") const {
+    logging::MLLogger mllog({.to_stdout = false, .file_path = log_path.string(), .truncate_file = true});
+    log_submission(mllog, {.org = "test", .division = "closed", .status = "onprem", .platform = "1xCPU"}, true);
+    mllog.log(logging::key::kInitStart);
+    log_hyperparameters(mllog, static_cast<int64_t>(seed),
+                        {.global_batch_size = 8, .num_image_candidates = 1000, .base_lr = 0.01, .warmup_steps = 5,
+                         .warmup_factor = 0.1, .decay_steps = {30, 40}});
+    ToyModel model;
+    model.nan_at_step_ = nan_at_step;
+    auto comm = dist::make_local_communicator();
+    train::Trainer trainer(model,
+                           {.schedule = {.base_lr = 0.01, .warmup_steps = 5, .warmup_factor = 0.1, .decay_steps = {30, 40}},
+                            .seed = seed},
+                           *comm);
+    mllog.log(logging::key::kInitStop);
+    RunParts parts{[this] { return std::make_unique<ToyData>(batches, 8); },
+                   [] { return std::make_unique<ToyData>(2, 8); },
+                   [this] { return std::make_unique<ToyScorer>(bbox_per_epoch, segm_per_epoch, scoring_delay); }};
+    TimedRun timed(mllog, model, trainer, std::move(parts), *comm,
+                   {.max_epochs = max_epochs, .async_eval = async, .metrics_path = metrics, .show_progress = false});
+    return timed.run();
+  }
+};
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(TimedRun, ConvergedRunWritesACompliantLogAndStopsAtTheTarget) {
+  Scratch s;
+  const auto log = s.dir / "mlperf.log";
+  const RunResult r = ToyRun{}.run(log, (s.dir / "metrics.jsonl").string());
+  EXPECT_TRUE(r.success);
+  EXPECT_EQ(r.converged_epoch, 4);
+  EXPECT_GE(r.run_stop_ms, r.run_start_ms);
+  const auto report = logging::check_log_file(log.string(), {.strict = true});
+  EXPECT_TRUE(report.passed) << logging::format_report(report);
+  const std::string text = read(log);
+  EXPECT_NE(text.find("\"status\": \"success\""), std::string::npos);
+  EXPECT_NE(text.find("\"key\": \"train_samples\", \"value\": 48"), std::string::npos);
+  // Metrics: one line per step and one per scored epoch.
+  std::ifstream m(s.dir / "metrics.jsonl");
+  int steps = 0, evals = 0;
+  for (std::string l; std::getline(m, l);) {
+    steps += l.find("\"event\":\"step\"") != std::string::npos;
+    evals += l.find("\"event\":\"eval\"") != std::string::npos;
+  }
+  EXPECT_EQ(steps, static_cast<int>(r.steps.size()));
+  EXPECT_GE(evals, 4);
+}
+
+TEST(TimedRun, ScoringOfAnEpochOverlapsTrainingOfTheNext) {
+  Scratch s;
+  ToyRun cfg;
+  cfg.scoring_delay = std::chrono::milliseconds(400);
+  cfg.batches = 40;
+  const RunResult r = cfg.run(s.dir / "mlperf.log");
+  ASSERT_TRUE(r.success);
+  ASSERT_FALSE(r.accuracies.empty());
+  const auto& [epoch, acc] = r.accuracies.front();
+  ASSERT_EQ(epoch, 1);
+  int overlapping = 0;
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const int64_t step_epoch = r.steps[i].step / cfg.batches + 1;
+    if (step_epoch == 2 && r.step_finished[i] > acc.started && r.step_finished[i] < acc.finished) ++overlapping;
+  }
+  EXPECT_GT(overlapping, 0) << "no step of epoch 2 ran while epoch 1 was being scored";
+  const auto report = logging::check_log_file((s.dir / "mlperf.log").string(), {.strict = true});
+  EXPECT_TRUE(report.passed) << logging::format_report(report);
+}
+
+TEST(TimedRun, SameSeedGivesBitIdenticalLosses) {
+  Scratch s;
+  const RunResult a = ToyRun{}.run(s.dir / "a.log");
+  const RunResult b = ToyRun{}.run(s.dir / "b.log");
+  const size_t n = std::min(a.steps.size(), b.steps.size());
+  ASSERT_GT(n, 10u);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a.steps[i].loss, b.steps[i].loss) << "step " << i;
+    ASSERT_EQ(a.steps[i].lr, b.steps[i].lr);
+  }
+  ToyRun other;
+  other.seed = 8;
+  const RunResult c = other.run(s.dir / "c.log");
+  bool differs = false;
+  for (size_t i = 0; i < std::min(n, c.steps.size()); ++i) differs |= c.steps[i].loss != a.steps[i].loss;
+  EXPECT_TRUE(differs) << "the seed has no effect on the losses";
+}
+
+TEST(TimedRun, EpochBudgetSpentEndsAborted) {
+  Scratch s;
+  ToyRun cfg;
+  cfg.max_epochs = 3;  // targets would need epoch 4
+  cfg.async = false;
+  const RunResult r = cfg.run(s.dir / "mlperf.log");
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.epochs_trained, 3);
+  EXPECT_EQ(r.accuracies.size(), 3u);
+  const std::string text = read(s.dir / "mlperf.log");
+  EXPECT_NE(text.find("\"status\": \"aborted\""), std::string::npos);
+  // Compliant as a log, but without a target line the closed division does not pass.
+  const auto report = logging::check_log_file((s.dir / "mlperf.log").string());
+  EXPECT_FALSE(report.passed);
+}
+
+TEST(TimedRun, NonFiniteLossAbortsTheRunCleanly) {
+  Scratch s;
+  ToyRun cfg;
+  cfg.nan_at_step = 9;
+  try {
+    cfg.run(s.dir / "mlperf.log");
+    FAIL() << "expected NonFiniteLoss";
+  } catch (const train::NonFiniteLoss& e) {
+    EXPECT_EQ(e.step, 9);
+    EXPECT_NE(std::string(e.what()).find("loss_mse"), std::string::npos) << e.what();
+  }
+  const std::string text = read(s.dir / "mlperf.log");
+  EXPECT_NE(text.find("\"key\": \"run_stop\""), std::string::npos);
+  EXPECT_NE(text.find("\"status\": \"aborted\""), std::string::npos);
+  EXPECT_EQ(text.find("\"status\": \"success\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mrcnn::run
