@@ -468,29 +468,29 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
       mask_boxes.resize(nd_img);
     }
     for (uint32_t ci = cell_start[im]; ci < cell_start[im + 1]; ++ci) {
-     const bool cell_has_gt = cells[ci].gt_end > cells[ci].gt_begin;
-     for (uint32_t k = cells[ci].dt_begin - d0; k < cells[ci].dt_end - d0; ++k) {
-      const uint32_t di = dt_order[d0 + k];
-      const Detection& d = dets[di];
-      const bool decode = !from_bbox || (need_segm && cell_has_gt);
-      if (decode) {
-        if (d.segmentation.empty()) {
-          masks[k] = from_box(d.bbox, ih, iw);  // loadRes: the box as a polygon
-        } else {
-          masks[k] = to_rle(d.segmentation, ih, iw, det_name(di));
+      const bool cell_has_gt = cells[ci].gt_end > cells[ci].gt_begin;
+      for (uint32_t k = cells[ci].dt_begin - d0; k < cells[ci].dt_end - d0; ++k) {
+        const uint32_t di = dt_order[d0 + k];
+        const Detection& d = dets[di];
+        const bool decode = !from_bbox || (need_segm && cell_has_gt);
+        if (decode) {
+          if (d.segmentation.empty()) {
+            masks[k] = from_box(d.bbox, ih, iw);  // loadRes: the box as a polygon
+          } else {
+            masks[k] = to_rle(d.segmentation, ih, iw, det_name(di));
+          }
+          mask_boxes[k] = to_bbox(masks[k]);
+        } else if (need_segm && !d.segmentation.empty()) {
+          check_segmentation(d, ih, iw, di);
         }
-        mask_boxes[k] = to_bbox(masks[k]);
-      } else if (need_segm && !d.segmentation.empty()) {
-        check_segmentation(d, ih, iw, di);
+        if (from_bbox) {
+          dt_area[d0 + k] = d.bbox[2] * d.bbox[3];
+          boxes[k] = d.bbox;
+        } else {
+          dt_area[d0 + k] = static_cast<double>(area(masks[k]));
+          boxes[k] = d.has_bbox ? d.bbox : mask_boxes[k];
+        }
       }
-      if (from_bbox) {
-        dt_area[d0 + k] = d.bbox[2] * d.bbox[3];
-        boxes[k] = d.bbox;
-      } else {
-        dt_area[d0 + k] = static_cast<double>(area(masks[k]));
-        boxes[k] = d.has_bbox ? d.bbox : mask_boxes[k];
-      }
-     }
     }
     if (need_segm) {
       for (uint32_t ci = cell_start[im]; ci < cell_start[im + 1]; ++ci) {
@@ -502,7 +502,7 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
     }
     std::vector<double> ious, row_max;
     std::vector<uint32_t> order;
-    std::vector<uint8_t> gt_ig, gt_crowd_sorted, gtm;
+    std::vector<uint8_t> gt_ig, gtm;
     std::vector<uint8_t> crowd;
     for (uint32_t ci = cell_start[im]; ci < cell_start[im + 1]; ++ci) {
       const Cell& c = cells[ci];

@@ -63,6 +63,21 @@ TEST(Rle, DecodeRoundTripsRandomMasks) {
   }
 }
 
+TEST(Rle, RowMajorEqualsColumnMajorForEveryMaskOfFourByThree) {
+  // Every 4x3 mask (4096): foreground touching any border, runs across columns, empty, full.
+  const uint32_t h = 4, w = 3;
+  for (uint32_t bits = 0; bits < (1u << (h * w)); ++bits) {
+    std::vector<uint8_t> row(h * w), col(h * w);
+    for (uint32_t y = 0; y < h; ++y)
+      for (uint32_t x = 0; x < w; ++x) {
+        const uint8_t v = (bits >> (y * w + x)) & 1;
+        row[y * w + x] = v;
+        col[x * h + y] = v;
+      }
+    ASSERT_EQ(encode_row_major(row.data(), h, w), encode_column_major(col.data(), h, w)) << bits;
+  }
+}
+
 TEST(Rle, LargeCountsRoundTrip) {
   std::vector<uint8_t> big(300 * 200, 0);
   for (int y = 10; y < 250; ++y)
