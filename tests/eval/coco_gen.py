@@ -5,7 +5,8 @@ any machine. The data deliberately holds what makes COCO evaluation subtle:
   * crowd regions (uncompressed RLE, iscrowd=1) and ground truth in all three segmentation
     encodings (polygons with several parts, uncompressed RLE, compressed RLE);
   * many tied scores; more than 100 detections in some (image, category) cells;
-  * images without ground truth, images without detections, image ids above 2^32;
+  * images without ground truth, images without detections, image, category and annotation
+    ids above 2^32;
   * categories without ground truth, categories without detections, detections whose category
     is not in the ground truth (pycocotools drops them);
   * tiny (sub-pixel) and huge (whole-image) objects, areas exactly on the 32^2 / 96^2 boundaries;
@@ -77,9 +78,14 @@ def generate(seed=0, images=40, categories=10, gt_per_image=6.0, dets_per_image=
     # Category ids with gaps, like COCO's 1..90 for 80 classes.
     cat_ids = sorted(int(c) for c in rng.choice(np.arange(1, categories * 2 + 3), categories,
                                                 replace=False))
+    if scale != "val":
+        cat_ids[len(cat_ids) // 2] = (1 << 40) + 5  # a category id above 2^32
+        cat_ids.sort()
     cats = [{"id": c, "name": f"class{c}", "supercategory": "thing"} for c in cat_ids]
-    no_gt_cat = cat_ids[-1] if categories >= 3 else None   # never has ground truth
-    no_dt_cat = cat_ids[-2] if categories >= 3 else None   # never detected
+    # (in test scale the largest id is the one above 2^32, which should have ground truth)
+    off = 1 if scale != "val" and categories >= 4 else 0
+    no_gt_cat = cat_ids[-1 - off] if categories >= 3 else None   # never has ground truth
+    no_dt_cat = cat_ids[-2 - off] if categories >= 3 else None   # never detected
     unknown_cat = max(cat_ids) + 7                         # not a ground-truth category
 
     imgs = []
@@ -128,6 +134,8 @@ def generate(seed=0, images=40, categories=10, gt_per_image=6.0, dets_per_image=
             anns.append({"id": next_ann_id, "image_id": im["id"], "category_id": cat,
                          "segmentation": seg, "area": area, "bbox": bbox, "iscrowd": iscrowd})
             next_ann_id += 1
+            if scale != "val" and next_ann_id == 2:
+                next_ann_id = (1 << 33) + 1  # annotation ids above 2^32 from here on
             gt_masks[i].append((cat, parts, rle))
         if scale != "val" and i % 11 == 3:
             # a huge object covering the whole image
