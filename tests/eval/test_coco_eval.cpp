@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "eval/coco_eval.h"
 #include "tests/eval/eval_fixtures.h"
 
@@ -137,6 +139,25 @@ TEST(CocoEval, ResultsIndependentOfThreadCount) {
   }
   // Repeated evaluation with the cached ground-truth masks gives the same numbers.
   EXPECT_EQ(three.evaluate(dets, types)[1].precision, b[1].precision);
+}
+
+TEST(CocoEval, ConcurrentEvaluationsOnOneEvaluatorAgree) {
+  std::vector<Detection> dets;
+  auto ds = testing::random_dataset(12, 40, &dets);
+  const CocoEvaluator ev(ds, EvalOptions{2});
+  const IouType types[] = {IouType::kSegm, IouType::kBbox};
+  std::vector<EvalResult> a, b;
+  // Both start before the ground-truth masks exist: they are built once, under once_flags.
+  std::thread t1([&] { a = ev.evaluate(dets, types); });
+  std::thread t2([&] { b = ev.evaluate(dets, types); });
+  t1.join();
+  t2.join();
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a[i].precision, b[i].precision);
+    EXPECT_EQ(a[i].stats, b[i].stats);
+  }
 }
 
 std::string eval_error(const std::vector<Detection>& dets, IouType type) {
