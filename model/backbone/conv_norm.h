@@ -1,0 +1,62 @@
+// The backbone's building blocks: a frozen batch norm stored folded, and a bias-free convolution
+// followed by its normalization (detectron2's Conv2d-with-norm), named so that a checkpoint reads
+// "<conv>.weight", "<conv>.norm.scale", "<conv>.norm.bias" (frozen) or "<conv>.norm.weight",
+// "<conv>.norm.bias" (group norm).
+//
+// Thread-safety: as any torch::nn::Module, forward() may run concurrently only when nothing
+// modifies the parameters at the same time.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+#include "model/options.h"
+
+namespace mrcnn::model {
+
+// Batch norm with fixed statistics, stored folded: y = x * scale + bias per channel, where
+// scale = gamma / sqrt(running_var + eps) and bias = beta - running_mean * scale are computed
+// once, when weights are converted (model/tools/convert_weights.py), never per step. Both are
+// buffers (saved and loaded, never trained). A fresh module is the identity.
+class FrozenBatchNorm2dImpl : public torch::nn::Module {
+ public:
+  explicit FrozenBatchNorm2dImpl(int64_t channels);
+
+  // x: [N, C, H, W]; the per-channel affine (used by itself only in tests: ConvNorm folds it
+  // into the convolution).
+  at::Tensor forward(const at::Tensor& x) const;
+
+  at::Tensor scale;  // float32 [C]
+  at::Tensor bias;   // float32 [C]
+};
+TORCH_MODULE(FrozenBatchNorm2d);
+
+// conv(kernel x kernel, stride, padding (kernel-1)/2, no bias) followed by a normalization; no
+// activation. With a frozen batch norm the affine folds into the convolution at each call:
+// conv(x, weight * scale) + bias, one pass over the activations instead of two; the gradient
+// still reaches `weight` when it is trainable.
+class ConvNormImpl : public torch::nn::Module {
+ public:
+  ConvNormImpl(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
+               NormKind norm, int64_t group_norm_groups);
+
+  at::Tensor forward(const at::Tensor& x);
+
+  int64_t in_channels() const { return weight.size(1); }
+  int64_t out_channels() const { return weight.size(0); }
+  int64_t stride() const { return stride_; }
+
+  at::Tensor weight;                             // [out, in, k, k]
+  FrozenBatchNorm2d frozen_norm{nullptr};        // set with NormKind::kFrozenBatchNorm
+  torch::nn::GroupNorm group_norm{nullptr};      // set with NormKind::kGroupNorm
+
+ private:
+  int64_t stride_;
+  int64_t padding_;
+};
+TORCH_MODULE(ConvNorm);
+
+}  // namespace mrcnn::model

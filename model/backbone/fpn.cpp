@@ -1,0 +1,59 @@
+#include "model/backbone/fpn.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "model/init.h"
+
+namespace mrcnn::model {
+
+FPNImpl::FPNImpl(const std::vector<int64_t>& in_channels, int64_t out_channels)
+    : out_channels_(out_channels) {
+  if (in_channels.size() != 4)
+    throw std::invalid_argument("FPN: expected the channels of 4 levels C2..C5, got " +
+                                std::to_string(in_channels.size()));
+  auto inner_list = register_module("inner", torch::nn::ModuleList());
+  auto layer_list = register_module("layer", torch::nn::ModuleList());
+  for (int64_t c : in_channels) {
+    inner.emplace_back(torch::nn::Conv2dOptions(c, out_channels, 1));
+    layer.emplace_back(torch::nn::Conv2dOptions(out_channels, out_channels, 3).padding(1));
+    inner_list->push_back(inner.back());
+    layer_list->push_back(layer.back());
+  }
+}
+
+std::vector<at::Tensor> FPNImpl::forward(const std::vector<at::Tensor>& c, PaddingMasks* masks) {
+  if (c.size() != 4)
+    throw std::invalid_argument("FPN: expected 4 feature maps C2..C5, got " +
+                                std::to_string(c.size()));
+  std::vector<at::Tensor> p(5);
+  // Convolution outputs are masked in place: their backward does not keep them.
+  auto masked = [masks](at::Tensor t) {
+    if (masks) masks->apply_(t);
+    return t;
+  };
+  at::Tensor last = masked(inner[3]->forward(c[3]));
+  p[3] = masked(layer[3]->forward(last));
+  for (int i = 2; i >= 0; --i) {
+    at::Tensor lateral = inner[i]->forward(c[i]);
+    // Padded sizes are multiples of 32, so every level is exactly twice the next one.
+    lateral.add_(at::upsample_nearest2d(last, {lateral.size(2), lateral.size(3)}));
+    last = masked(lateral);
+    p[i] = masked(layer[i]->forward(last));
+  }
+  p[4] = at::max_pool2d(p[3], {1, 1}, {2, 2});
+  return p;
+}
+
+void FPNImpl::init_weights(at::Generator gen) {
+  for (auto* list : {&inner, &layer}) {
+    for (auto& conv : *list) {
+      init::kaiming_uniform(conv->weight, 1.0, init::FanMode::kFanIn, gen);
+      init::zeros(conv->bias);
+    }
+  }
+}
+
+}  // namespace mrcnn::model

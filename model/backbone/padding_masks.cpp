@@ -1,0 +1,49 @@
+#include "model/backbone/padding_masks.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace mrcnn::model {
+
+PaddingMasks::PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int64_t padded_w,
+                           c10::Device device)
+    : sizes_(image_sizes.to(at::kCPU, at::kLong).contiguous()),
+      padded_h_(padded_h),
+      padded_w_(padded_w),
+      device_(device) {}
+
+const at::Tensor& PaddingMasks::mask(int64_t h, int64_t w) {
+  const auto key = std::make_pair(h, w);
+  if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (h <= 0 || w <= 0 || padded_h_ % h != 0 || padded_w_ % w != 0)
+    throw std::invalid_argument("PaddingMasks: a " + std::to_string(h) + "x" + std::to_string(w) +
+                                " map does not divide the padded " + std::to_string(padded_h_) +
+                                "x" + std::to_string(padded_w_) + " batch");
+  const int64_t n = sizes_.size(0);
+  const auto s = sizes_.accessor<int64_t, 2>();
+  std::vector<int64_t> rows(n), cols(n);
+  bool padded = false;
+  for (int64_t i = 0; i < n; ++i) {
+    // ceil(h_i * H / Hp): the valid extent a stride-Hp/H convolution chain leaves.
+    rows[i] = (s[i][0] * h + padded_h_ - 1) / padded_h_;
+    cols[i] = (s[i][1] * w + padded_w_ - 1) / padded_w_;
+    padded |= rows[i] < h || cols[i] < w;
+  }
+  at::Tensor m;
+  if (padded) {
+    const auto i64 = at::TensorOptions().dtype(at::kLong);
+    const at::Tensor r = at::arange(h, i64).view({1, h, 1}) < at::tensor(rows, i64).view({n, 1, 1});
+    const at::Tensor c = at::arange(w, i64).view({1, 1, w}) < at::tensor(cols, i64).view({n, 1, 1});
+    m = r.logical_and(c).to(at::kFloat).unsqueeze(1).to(device_);
+  }
+  return cache_.emplace(key, std::move(m)).first->second;
+}
+
+void PaddingMasks::apply_(const at::Tensor& x) {
+  const at::Tensor& m = mask(x.size(2), x.size(3));
+  if (m.defined()) x.mul_(m);
+}
+
+}  // namespace mrcnn::model

@@ -1,0 +1,46 @@
+// Zeroing the padding of a batch's feature maps, so that no layer reads what it computed over
+// another image's padding. Without it, a 3x3 convolution near an image's border sees the previous
+// layer's response to the zero padding (biases, batch-norm shifts, spread-out activations), and
+// that response depends on how much the image is padded: the same image alone and in a larger
+// batch would give different features. With it, every feature map holds exactly zero outside each
+// image's valid region (the true size divided by the map's stride, rounded up, as a convolution
+// chain on the image alone gives), whatever the padding.
+//
+// A map [N, C, H, W] of a batch padded to Hp x Wp has stride Hp / H; image i's valid region is
+// ceil(h_i * H / Hp) x ceil(w_i * W / Wp). Maps whose valid regions all fill the tensor need no
+// mask (no work: a batch of equally sized images padded by less than a stride).
+//
+// Thread-safety: not thread-safe (masks are built lazily and cached); one per forward call.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+
+namespace mrcnn::model {
+
+class PaddingMasks {
+ public:
+  // image_sizes: int64 [N, 2] true (h, w) (any device; read on the CPU); padded_h/w: the batch's
+  // padded size; masks are made on `device`.
+  PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int64_t padded_w,
+               c10::Device device);
+
+  // x *= mask, in place, for a map of the batch ([N, C, H, W] with H dividing padded_h). Leaves x
+  // untouched when nothing of it is padding. In place is safe for autograd where x is an output
+  // no backward formula keeps (a convolution's or a sum's, before the ReLU).
+  void apply_(const at::Tensor& x);
+
+  // The [N, 1, H, W] float mask of maps of size H x W, undefined when nothing is padding.
+  const at::Tensor& mask(int64_t h, int64_t w);
+
+ private:
+  at::Tensor sizes_;  // int64 [N, 2] CPU
+  int64_t padded_h_, padded_w_;
+  c10::Device device_;
+  std::map<std::pair<int64_t, int64_t>, at::Tensor> cache_;
+};
+
+}  // namespace mrcnn::model
