@@ -1,0 +1,53 @@
+#include "model/mask_head.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "model/init.h"
+
+namespace mrcnn::model {
+
+MaskHeadImpl::MaskHeadImpl(int64_t in_channels, int64_t channels, int64_t num_convs) {
+  int64_t in = in_channels;
+  for (int64_t i = 0; i < num_convs; ++i) {
+    fcn.push_back(register_module(
+        "fcn" + std::to_string(i + 1),
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(in, channels, 3).padding(1))));
+    in = channels;
+  }
+}
+
+at::Tensor MaskHeadImpl::forward(const at::Tensor& pooled) {
+  at::Tensor x = pooled;
+  for (auto& conv : fcn) x = conv->forward(x).relu_();
+  return x;
+}
+
+void MaskHeadImpl::init_weights(at::Generator gen) {
+  for (auto& conv : fcn) {
+    init::kaiming_normal_relu(conv->weight, init::FanMode::kFanOut, gen);
+    init::zeros(conv->bias);
+  }
+}
+
+MaskPredictorImpl::MaskPredictorImpl(int64_t channels, int64_t num_classes) {
+  conv5_mask = register_module(
+      "conv5_mask",
+      torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(channels, channels, 2).stride(2)));
+  mask_fcn_logits = register_module(
+      "mask_fcn_logits", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, num_classes, 1)));
+}
+
+at::Tensor MaskPredictorImpl::forward(const at::Tensor& x) {
+  return mask_fcn_logits->forward(conv5_mask->forward(x).relu_());
+}
+
+void MaskPredictorImpl::init_weights(at::Generator gen) {
+  init::kaiming_normal_relu(conv5_mask->weight, init::FanMode::kFanOut, gen);
+  init::zeros(conv5_mask->bias);
+  init::kaiming_normal_relu(mask_fcn_logits->weight, init::FanMode::kFanOut, gen);
+  init::zeros(mask_fcn_logits->bias);
+}
+
+}  // namespace mrcnn::model

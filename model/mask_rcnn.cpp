@@ -1,0 +1,122 @@
+#include "model/mask_rcnn.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
+
+#include "model/autocast.h"
+#include "model/backbone/padding_masks.h"
+#include "model/ops/paste_masks.h"
+#include "model/targets.h"
+
+namespace mrcnn::model {
+
+at::Tensor TrainOutput::total() const {
+  at::Tensor sum;
+  for (const auto& [name, loss] : losses) sum = sum.defined() ? sum + loss : loss;
+  return sum;
+}
+
+MaskRCNNImpl::MaskRCNNImpl(const ModelOptions& options, std::optional<at::Generator> init_generator)
+    : options_(options) {
+  options_.validate();
+  backbone = register_module("backbone", ResNet(options_.backbone));
+  fpn = register_module("fpn", FPN(backbone->out_channels(), options_.fpn.out_channels));
+  rpn = register_module("rpn", RPN(options_.rpn, options_.fpn.out_channels));
+  roi_heads = register_module("roi_heads", RoIHeads(options_));
+  init_weights(init_generator ? *init_generator : at::detail::getDefaultCPUGenerator());
+  if (options_.channels_last) {
+    c10::NoGradGuard no_grad;
+    for (auto& p : parameters())
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+void MaskRCNNImpl::init_weights(at::Generator gen) {
+  // A fixed order, so that one seed gives one set of weights.
+  backbone->init_weights(gen);
+  fpn->init_weights(gen);
+  rpn->head->init_weights(gen);
+  roi_heads->init_weights(gen);
+}
+
+c10::Device MaskRCNNImpl::device() const { return parameters().front().device(); }
+
+at::ScalarType MaskRCNNImpl::dtype() const { return parameters().front().scalar_type(); }
+
+std::vector<at::Tensor> MaskRCNNImpl::features(const Batch& batch) {
+  at::Tensor images = batch.images.to(device(), dtype());
+  if (options_.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  std::optional<PaddingMasks> masks;
+  if (options_.mask_padding)
+    masks.emplace(batch.image_sizes, images.size(2), images.size(3), images.device());
+  PaddingMasks* m = masks ? &*masks : nullptr;
+  std::vector<at::Tensor> c;
+  {
+    RECORD_FUNCTION("mrcnn::backbone", std::vector<c10::IValue>());
+    c = backbone->forward(images, m);
+  }
+  RECORD_FUNCTION("mrcnn::fpn", std::vector<c10::IValue>());
+  return fpn->forward(c, m);
+}
+
+TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& generator) {
+  check_batch(batch, options_.num_classes, /*need_targets=*/true);
+  const c10::Device dev = device();
+  const std::vector<ImageTargets> targets = slice_targets(batch, dev, dtype());
+  SampleStreams streams(options_.sampling_streams, generator, image_keys(batch));
+
+  TrainOutput out;
+  {
+    AutocastGuard autocast(options_.mixed_precision, dev.type());
+    const std::vector<at::Tensor> feats = features(batch);
+    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true, &targets, &streams);
+    RoIHeadsTrainOutput heads = roi_heads->forward_train(feats, proposals.proposals, targets, streams);
+    out.losses = std::move(proposals.losses);
+    out.losses.merge(heads.losses);
+    out.counts["rpn_sampled"] = proposals.num_sampled;
+    out.counts["roi_sampled"] = heads.num_sampled;
+    out.counts["roi_positive"] = heads.num_positive;
+  }
+  return out;
+}
+
+std::vector<Detections> MaskRCNNImpl::inference(const Batch& batch) {
+  check_batch(batch, options_.num_classes, /*need_targets=*/false);
+  c10::NoGradGuard no_grad;
+  const c10::Device dev = device();
+  std::vector<RawDetections> raw;
+  {
+    AutocastGuard autocast(options_.mixed_precision, dev.type());
+    const std::vector<at::Tensor> feats = features(batch);
+    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/false);
+    raw = roi_heads->inference(feats, proposals.proposals, batch.image_sizes);
+  }
+
+  RECORD_FUNCTION("mrcnn::postprocess", std::vector<c10::IValue>());
+  const at::Tensor sizes = batch.image_sizes.cpu();
+  const at::Tensor originals =
+      batch.original_sizes.defined() ? batch.original_sizes.cpu() : sizes;
+  std::vector<Detections> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const int64_t h = sizes[i][0].item<int64_t>(), w = sizes[i][1].item<int64_t>();
+    const int64_t oh = originals[i][0].item<int64_t>(), ow = originals[i][1].item<int64_t>();
+    // Ratios in float32, as torchvision's resize_boxes computes them.
+    const float rh = static_cast<float>(oh) / static_cast<float>(h);
+    const float rw = static_cast<float>(ow) / static_cast<float>(w);
+    const at::Tensor scale = at::tensor({rw, rh, rw, rh}, at::TensorOptions().dtype(at::kFloat))
+                                 .to(dev, raw[i].boxes.scalar_type());
+    const at::Tensor boxes = raw[i].boxes * scale;
+    Detections& d = out[i];
+    d.masks = ops::paste_masks_in_image_binary(raw[i].mask_probs, boxes, oh, ow, /*padding=*/1,
+                                               options_.mask_head.mask_threshold);
+    d.boxes = boxes.to(at::kFloat);
+    d.scores = raw[i].scores.to(at::kFloat);
+    d.labels = raw[i].labels;
+    if (!batch.image_ids.empty()) d.image_id = batch.image_ids[i];
+  }
+  return out;
+}
+
+}  // namespace mrcnn::model

@@ -1,0 +1,94 @@
+// Mask R-CNN with a ResNet-FPN backbone: backbone -> FPN -> RPN -> RoI heads, with training and
+// inference as two entry points (detectron2's forward / inference split):
+//
+//   forward_train(batch, generator) -> TrainOutput: the five losses (float32 scalars, fixed
+//       names: loss_objectness, loss_rpn_box_reg, loss_classifier, loss_box_reg, loss_mask) and
+//       the counts that normalize them;
+//   inference(batch) -> one Detections per image, in the ORIGINAL image's pixels: boxes mapped
+//       back from the resized image, masks pasted at the original size and thresholded.
+//
+// The module's train()/eval() flag is not consulted: the entry point decides (training or test
+// proposal counts). Neither entry point lets padding matter: every loss and detection depends
+// only on each image's true size (image_sizes) and ground-truth count (gt_counts) -- see
+// README.md for the exact conditions.
+//
+// Device-generic: the batch is moved to the device of the parameters (model->to(device));
+// channels-last and mixed precision follow ModelOptions. Parameter names (the safetensors
+// checkpoint's): backbone.*, fpn.*, rpn.head.*, roi_heads.*.
+//
+// Thread-safety: as any torch::nn::Module: concurrent calls need external synchronization when
+// anything may modify the parameters; forward_train mutates the generator it is given.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <c10/core/Device.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/backbone/fpn.h"
+#include "model/backbone/resnet.h"
+#include "model/options.h"
+#include "model/roi_heads.h"
+#include "model/rpn.h"
+#include "model/structures.h"
+
+namespace mrcnn::model {
+
+// The fixed loss names, in the order the reference logs them.
+inline constexpr const char* kLossNames[] = {"loss_objectness", "loss_rpn_box_reg",
+                                             "loss_classifier", "loss_box_reg", "loss_mask"};
+
+struct TrainOutput {
+  std::map<std::string, at::Tensor> losses;  // float32 scalars, see kLossNames
+  // int64 scalars (CPU): rpn_sampled (anchors in the RPN losses), roi_sampled (RoIs in
+  // loss_classifier and the denominator of loss_box_reg), roi_positive (RoIs in loss_mask).
+  std::map<std::string, at::Tensor> counts;
+
+  // Sum of the losses (what backward starts from).
+  at::Tensor total() const;
+};
+
+class MaskRCNNImpl : public torch::nn::Module {
+ public:
+  // Builds the network on the CPU and initializes every weight from `init_generator` (default:
+  // the default CPU generator, seeded by torch::manual_seed). Throws std::invalid_argument on
+  // invalid options.
+  explicit MaskRCNNImpl(const ModelOptions& options,
+                        std::optional<at::Generator> init_generator = std::nullopt);
+
+  // Losses of one training step. Samplers draw from `generator` (see SamplingStreams). Throws
+  // std::invalid_argument on a malformed batch (names the field).
+  TrainOutput forward_train(const Batch& batch, at::Generator& generator);
+
+  // Detections of every image of the batch (no gradient). Batch::original_sizes gives the
+  // coordinates to map back to; when undefined, the resized image is the original.
+  std::vector<Detections> inference(const Batch& batch);
+
+  // Re-initializes every weight (from scratch; frozen norms become the identity).
+  void init_weights(at::Generator gen);
+
+  const ModelOptions& options() const { return options_; }
+  // Where and in which dtype the network computes: those of its parameters (model->to(...)).
+  // float32 normally; float64 works too (reference checks), with float32 Detections.
+  c10::Device device() const;
+  at::ScalarType dtype() const;
+
+  ResNet backbone{nullptr};
+  FPN fpn{nullptr};
+  RPN rpn{nullptr};
+  RoIHeads roi_heads{nullptr};
+
+ private:
+  // P2..P6 of the batch's images, on the model's device and memory format.
+  std::vector<at::Tensor> features(const Batch& batch);
+
+  ModelOptions options_;
+};
+TORCH_MODULE(MaskRCNN);
+
+}  // namespace mrcnn::model

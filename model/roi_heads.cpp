@@ -1,0 +1,267 @@
+#include "model/roi_heads.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+
+#include <stdexcept>
+
+#include "model/ops/box_coder.h"
+#include "model/ops/boxes.h"
+#include "model/ops/mask_targets.h"
+#include "model/ops/matcher.h"
+#include "model/ops/multilevel_roi_align.h"
+#include "model/ops/nms.h"
+#include "model/ops/sampler.h"
+#include "model/precision.h"
+
+namespace mrcnn::model {
+namespace {
+
+// P2..P5: powers of two the multi-level RoIAlign reads its level range from.
+constexpr double kPooledScales[] = {0.25, 0.125, 0.0625, 0.03125};
+
+// [K, 4] boxes of image `index` as [K, 5] RoIs.
+at::Tensor as_rois(const at::Tensor& boxes, int64_t index) {
+  return at::cat({at::full({boxes.size(0), 1}, static_cast<double>(index), boxes.options()), boxes},
+                 1);
+}
+
+// A zero that depends on every output, so that every parameter of the branch gets a (zero)
+// gradient when a batch has nothing to learn from.
+at::Tensor zero_loss(std::initializer_list<at::Tensor> outputs) {
+  at::Tensor z;
+  for (const at::Tensor& o : outputs) {
+    const at::Tensor t = full_precision(o.sum()) * 0.0;
+    z = z.defined() ? z + t : t;
+  }
+  return z;
+}
+
+}  // namespace
+
+RoIHeadsImpl::RoIHeadsImpl(const ModelOptions& options)
+    : num_classes_(options.num_classes),
+      box_options_(options.box_head),
+      mask_options_(options.mask_head) {
+  const int64_t c = options.fpn.out_channels;
+  const int64_t r = options.box_head.pooler_resolution;
+  box_head = register_module("box_head",
+                             BoxHead(c * r * r, options.box_head.representation_size));
+  box_predictor = register_module(
+      "box_predictor", BoxPredictor(options.box_head.representation_size, options.num_classes));
+  mask_head = register_module("mask_head", MaskHead(c, options.mask_head.conv_channels,
+                                                    options.mask_head.num_convs));
+  mask_predictor = register_module(
+      "mask_predictor", MaskPredictor(options.mask_head.conv_channels, options.num_classes));
+}
+
+void RoIHeadsImpl::init_weights(at::Generator gen) {
+  box_head->init_weights(gen);
+  box_predictor->init_weights(gen);
+  mask_head->init_weights(gen);
+  mask_predictor->init_weights(gen);
+}
+
+at::Tensor RoIHeadsImpl::pool(const std::vector<at::Tensor>& features, const at::Tensor& rois,
+                              int64_t resolution, int64_t sampling_ratio, bool aligned) const {
+  const std::vector<at::Tensor> levels(features.begin(), features.begin() + 4);
+  // RoIs stay in full precision: under autocast the op pools in float32 whatever the features.
+  return ops::multilevel_roi_align(levels, rois.to(full_precision_type(levels[0])), resolution,
+                                   sampling_ratio, aligned, kPooledScales);
+}
+
+at::Tensor RoIHeadsImpl::mask_logits(const std::vector<at::Tensor>& features,
+                                     const at::Tensor& rois) {
+  RECORD_FUNCTION("mrcnn::roi_mask", std::vector<c10::IValue>());
+  const at::Tensor pooled = pool(features, rois, mask_options_.pooler_resolution,
+                                 mask_options_.sampling_ratio, mask_options_.aligned);
+  return mask_predictor->forward(mask_head->forward(pooled));
+}
+
+RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
+                                                const ops::Proposals& proposals,
+                                                const std::vector<ImageTargets>& targets,
+                                                SampleStreams& streams) {
+  const int64_t n = static_cast<int64_t>(targets.size());
+  const ops::Matcher matcher(box_options_.fg_iou_threshold, box_options_.bg_iou_threshold,
+                             /*allow_low_quality_matches=*/false);
+  const ops::BalancedPositiveNegativeSampler sampler(box_options_.batch_size_per_image,
+                                                     box_options_.positive_fraction);
+  const ops::BoxCoder coder(box_options_.box_coder_weights);
+  const at::Tensor counts = proposals.counts.cpu();
+
+  // ---- sampling, per image -------------------------------------------------------------------
+  std::vector<at::Tensor> rois, labels, pos_rows, pos_labels, box_targets, mask_targets;
+  int64_t offset = 0;
+  {
+    RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
+    for (int64_t i = 0; i < n; ++i) {
+      const ImageTargets& t = targets[static_cast<size_t>(i)];
+      // Ground-truth boxes join the proposals, so every object has positive RoIs.
+      const at::Tensor candidates = at::cat(
+          {proposals.boxes[i].slice(0, 0, counts[i].item<int64_t>()),
+           t.boxes.to(proposals.boxes.scalar_type())});
+      const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
+      const at::Tensor gt_index = matched.clamp_min(0);
+      at::Tensor cls = t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
+                                           : at::zeros_like(matched);
+      cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
+      cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
+      auto [pos, neg] = sampler(cls, streams.for_image(i));
+      const at::Tensor keep = pos.logical_or(neg).nonzero().squeeze(1);
+      const at::Tensor boxes = candidates.index_select(0, keep);
+      const at::Tensor cls_kept = cls.index_select(0, keep);
+      const at::Tensor pos_local = (cls_kept > 0).nonzero().squeeze(1);
+      const at::Tensor pos_boxes = boxes.index_select(0, pos_local);
+      const at::Tensor pos_gt = gt_index.index_select(0, keep).index_select(0, pos_local);
+      rois.push_back(as_rois(boxes, i));
+      labels.push_back(cls_kept);
+      pos_rows.push_back(pos_local + offset);
+      pos_labels.push_back(cls_kept.index_select(0, pos_local));
+      box_targets.push_back(coder.encode(t.boxes.index_select(0, pos_gt), pos_boxes));
+      {
+        RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
+        // The reference crops polygons with float32 boxes.
+        mask_targets.push_back(ops::mask_targets(*t.polygons, pos_gt.cpu(), pos_boxes.to(at::kFloat),
+                                                 2 * mask_options_.pooler_resolution));
+      }
+      offset += boxes.size(0);
+    }
+  }
+  const at::Tensor all_rois = at::cat(rois);
+  const at::Tensor all_labels = at::cat(labels);
+  const at::Tensor all_pos = at::cat(pos_rows);
+  const at::Tensor all_pos_labels = at::cat(pos_labels);
+  const int64_t k = all_rois.size(0), kp = all_pos.size(0);
+
+  RoIHeadsTrainOutput out;
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  out.num_sampled = at::scalar_tensor(k, i64);
+  out.num_positive = at::scalar_tensor(kp, i64);
+
+  // ---- box branch ----------------------------------------------------------------------------
+  {
+    RECORD_FUNCTION("mrcnn::roi_box", std::vector<c10::IValue>());
+    const at::Tensor pooled = pool(features, all_rois, box_options_.pooler_resolution,
+                                   box_options_.sampling_ratio, box_options_.aligned);
+    auto [logits, deltas] = box_predictor->forward(box_head->forward(pooled));
+    if (k == 0) {
+      out.losses["loss_classifier"] = zero_loss({logits, deltas});
+      out.losses["loss_box_reg"] = zero_loss({deltas});
+    } else {
+      out.losses["loss_classifier"] = at::cross_entropy_loss(full_precision(logits), all_labels);
+      // The deltas of each positive's own class: row * C + label of the [K * C, 4] view.
+      const at::Tensor picked =
+          deltas.reshape({k * num_classes_, 4}).index_select(0, all_pos * num_classes_ + all_pos_labels);
+      out.losses["loss_box_reg"] =
+          at::smooth_l1_loss(full_precision(picked), at::cat(box_targets).to(full_precision_type(picked)),
+                             at::Reduction::Sum,
+                             box_options_.box_loss_beta) /
+          static_cast<double>(k);
+    }
+  }
+
+  // ---- mask branch: positive RoIs only -------------------------------------------------------
+  const at::Tensor logits = mask_logits(features, all_rois.index_select(0, all_pos));
+  if (kp == 0) {
+    out.losses["loss_mask"] = zero_loss({logits});
+  } else {
+    const at::Tensor picked =
+        logits.index({at::arange(kp, all_pos.options()), all_pos_labels});
+    const at::Tensor logits_fp = full_precision(picked);
+    out.losses["loss_mask"] = at::binary_cross_entropy_with_logits(
+        logits_fp, at::cat(mask_targets).to(logits_fp.device(), logits_fp.scalar_type()));
+  }
+  return out;
+}
+
+std::vector<RawDetections> RoIHeadsImpl::inference(const std::vector<at::Tensor>& features,
+                                                   const ops::Proposals& proposals,
+                                                   const at::Tensor& image_sizes) {
+  const int64_t n = proposals.boxes.size(0);
+  const at::Tensor counts = proposals.counts.cpu();
+  const at::Tensor sizes = image_sizes.cpu();
+  std::vector<at::Tensor> rois;
+  std::vector<int64_t> per_image;
+  for (int64_t i = 0; i < n; ++i) {
+    per_image.push_back(counts[i].item<int64_t>());
+    rois.push_back(as_rois(proposals.boxes[i].slice(0, 0, per_image.back()), i));
+  }
+  const at::Tensor all_rois = at::cat(rois);
+
+  at::Tensor boxes, scores;
+  {
+    RECORD_FUNCTION("mrcnn::roi_box", std::vector<c10::IValue>());
+    const at::Tensor pooled = pool(features, all_rois, box_options_.pooler_resolution,
+                                   box_options_.sampling_ratio, box_options_.aligned);
+    auto [logits, deltas] = box_predictor->forward(box_head->forward(pooled));
+    const ops::BoxCoder coder(box_options_.box_coder_weights);
+    const at::Tensor d = full_precision(deltas);
+    boxes = coder.decode(d, all_rois.slice(1, 1).to(d.scalar_type()))
+                .view({-1, num_classes_, 4});
+    scores = at::softmax(full_precision(logits), -1);
+  }
+
+  std::vector<RawDetections> out(n);
+  std::vector<at::Tensor> det_rois;
+  {
+    RECORD_FUNCTION("mrcnn::detections", std::vector<c10::IValue>());
+    const int64_t c = num_classes_;
+    int64_t start = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = per_image[i];
+      // Every (proposal, foreground class) pair is a candidate, proposal-major.
+      at::Tensor b = ops::clip_boxes_to_image(boxes.slice(0, start, start + p),
+                                              sizes[i][0].item<int64_t>(),
+                                              sizes[i][1].item<int64_t>())
+                         .slice(1, 1)
+                         .reshape({-1, 4});
+      at::Tensor s = scores.slice(0, start, start + p).slice(1, 1).reshape({-1});
+      at::Tensor l = at::arange(1, c, at::TensorOptions().dtype(at::kLong).device(b.device()))
+                         .view({1, c - 1})
+                         .expand({p, c - 1})
+                         .reshape({-1});
+      start += p;
+      at::Tensor keep = (s > box_options_.score_threshold).nonzero().squeeze(1);
+      b = b.index_select(0, keep);
+      s = s.index_select(0, keep);
+      l = l.index_select(0, keep);
+      if (box_options_.min_size > 0) {
+        keep = ops::remove_small_boxes(b, box_options_.min_size);
+        b = b.index_select(0, keep);
+        s = s.index_select(0, keep);
+        l = l.index_select(0, keep);
+      }
+      keep = ops::batched_nms(b, s, l, box_options_.nms_threshold)
+                 .slice(0, 0, box_options_.detections_per_image);
+      out[i].boxes = b.index_select(0, keep);
+      out[i].scores = s.index_select(0, keep);
+      out[i].labels = l.index_select(0, keep);
+      det_rois.push_back(as_rois(out[i].boxes, i));
+    }
+  }
+
+  const at::Tensor all_det = at::cat(det_rois);
+  const int64_t d = all_det.size(0);
+  const int64_t m = 2 * mask_options_.pooler_resolution;
+  at::Tensor probs;
+  if (d > 0) {
+    const at::Tensor logits = mask_logits(features, all_det);
+    const at::Tensor all_labels = at::cat([&] {
+      std::vector<at::Tensor> v;
+      for (const RawDetections& r : out) v.push_back(r.labels);
+      return v;
+    }());
+    probs = full_precision(logits.index({at::arange(d, all_labels.options()), all_labels})).sigmoid();
+  } else {
+    probs = at::empty({0, m, m}, all_det.options());
+  }
+  int64_t start = 0;
+  for (RawDetections& r : out) {
+    r.mask_probs = probs.slice(0, start, start + r.boxes.size(0));
+    start += r.boxes.size(0);
+  }
+  return out;
+}
+
+}  // namespace mrcnn::model

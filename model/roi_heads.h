@@ -1,0 +1,84 @@
+// The RoI heads of Mask R-CNN: the box branch (multi-level RoIAlign 7x7 -> BoxHead ->
+// BoxPredictor) and the mask branch (multi-level RoIAlign 14x14 -> MaskHead -> MaskPredictor),
+// with training and inference as separate entry points.
+//
+// Training (per image: proposals + ground-truth boxes, matched at IoU fg/bg, sampled
+// batch_size_per_image at positive_fraction; then batched over the whole batch):
+//   loss_classifier = cross-entropy over the sampled RoIs (mean);
+//   loss_box_reg    = smooth-L1 (beta) of the positives' class-specific deltas / sampled RoIs;
+//   loss_mask       = binary cross-entropy of the positives' mask logits of their class against
+//                     ops::mask_targets (the ground-truth polygons cropped to the RoI), mean.
+// Inference: softmax scores, class-specific boxes decoded and clipped, score > threshold,
+// per-class NMS, the best detections_per_image, then the mask probabilities of each detection's
+// class.
+//
+// Parameter names: box_head.*, box_predictor.*, mask_head.*, mask_predictor.*.
+// Thread-safety: as any torch::nn::Module; forward_train mutates the sample streams.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/box_head.h"
+#include "model/mask_head.h"
+#include "model/ops/proposals.h"
+#include "model/options.h"
+#include "model/targets.h"
+
+namespace mrcnn::model {
+
+struct RoIHeadsTrainOutput {
+  std::map<std::string, at::Tensor> losses;  // loss_classifier, loss_box_reg, loss_mask
+  at::Tensor num_sampled;                    // int64 scalar: RoIs in the classification loss
+  at::Tensor num_positive;                   // int64 scalar: RoIs in the box and mask losses
+};
+
+// Detections of one image in the coordinates of the resized image the network saw.
+struct RawDetections {
+  at::Tensor boxes;       // float32 [D, 4] XYXY
+  at::Tensor scores;      // float32 [D]
+  at::Tensor labels;      // int64 [D]
+  at::Tensor mask_probs;  // float32 [D, M, M]: sigmoid of the mask logits of the label's class
+};
+
+class RoIHeadsImpl : public torch::nn::Module {
+ public:
+  explicit RoIHeadsImpl(const ModelOptions& options);
+
+  // features: P2..P6 (P6 is not pooled from); proposals as the RPN returns them.
+  RoIHeadsTrainOutput forward_train(const std::vector<at::Tensor>& features,
+                                    const ops::Proposals& proposals,
+                                    const std::vector<ImageTargets>& targets,
+                                    SampleStreams& streams);
+
+  // image_sizes: int64 [N, 2] true sizes (CPU). One RawDetections per image.
+  std::vector<RawDetections> inference(const std::vector<at::Tensor>& features,
+                                       const ops::Proposals& proposals,
+                                       const at::Tensor& image_sizes);
+
+  void init_weights(at::Generator gen);
+
+  BoxHead box_head{nullptr};
+  BoxPredictor box_predictor{nullptr};
+  MaskHead mask_head{nullptr};
+  MaskPredictor mask_predictor{nullptr};
+
+ private:
+  // Pools rois [K, 5] from P2..P5.
+  at::Tensor pool(const std::vector<at::Tensor>& features, const at::Tensor& rois,
+                  int64_t resolution, int64_t sampling_ratio, bool aligned) const;
+
+  // Mask logits [K, C, M, M] of rois [K, 5].
+  at::Tensor mask_logits(const std::vector<at::Tensor>& features, const at::Tensor& rois);
+
+  int64_t num_classes_;
+  BoxHeadOptions box_options_;
+  MaskHeadOptions mask_options_;
+};
+TORCH_MODULE(RoIHeads);
+
+}  // namespace mrcnn::model

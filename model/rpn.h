@@ -1,0 +1,80 @@
+// Region Proposal Network: a head shared by the pyramid levels (3x3 convolution + ReLU, then 1x1
+// convolutions to A objectness logits and 4A box deltas per location), the fused proposal op
+// (ops::generate_proposals: top-k per level, decode, clip, NMS, post-NMS selection), and in
+// training the anchor matching, balanced sampling and loss:
+//   loss_objectness  = binary cross-entropy over the sampled anchors (mean),
+//   loss_rpn_box_reg = smooth-L1 (beta) over the sampled positives / number sampled.
+//
+// Parameter names: head.conv.*, head.cls_logits.*, head.bbox_pred.*.
+// Thread-safety: as any torch::nn::Module; a forward call mutates the generators it is given.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/ops/proposals.h"
+#include "model/options.h"
+#include "model/targets.h"
+
+namespace mrcnn::model {
+
+class RPNHeadImpl : public torch::nn::Module {
+ public:
+  RPNHeadImpl(int64_t channels, int64_t num_anchors);
+
+  // Per level: objectness [N, A, H, W] and deltas [N, 4A, H, W].
+  std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> forward(
+      const std::vector<at::Tensor>& features);
+
+  // Normal(0, 0.01) weights, zero biases.
+  void init_weights(at::Generator gen);
+
+  torch::nn::Conv2d conv{nullptr}, cls_logits{nullptr}, bbox_pred{nullptr};
+};
+TORCH_MODULE(RPNHead);
+
+struct RPNOutput {
+  ops::Proposals proposals;                  // boxes [N, P, 4], scores, counts (device)
+  std::map<std::string, at::Tensor> losses;  // training: loss_objectness, loss_rpn_box_reg
+  at::Tensor num_sampled;                    // training: int64 scalar, anchors in the loss
+};
+
+class RPNImpl : public torch::nn::Module {
+ public:
+  RPNImpl(const RPNOptions& options, int64_t channels);
+
+  // features: P2..P6 [N, C, H_l, W_l]; image_sizes: int64 [N, 2] true sizes (CPU);
+  // training selects the _train counts and, with `targets` and `streams`, computes the losses.
+  RPNOutput forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
+                    bool training, const std::vector<ImageTargets>* targets = nullptr,
+                    SampleStreams* streams = nullptr);
+
+  // Anchors of every level for the features of a padded batch (one [H*W*A, 4] per level).
+  std::vector<at::Tensor> anchors(const std::vector<at::Tensor>& features) const;
+  // (stride_h, stride_w) of every level: the fixed anchor_strides, or torchvision's inference.
+  std::vector<std::array<int64_t, 2>> anchor_strides(const std::vector<at::Tensor>& features) const;
+
+  const RPNOptions& options() const { return options_; }
+  RPNHead head{nullptr};
+
+ private:
+  std::pair<at::Tensor, at::Tensor> losses(const std::vector<at::Tensor>& objectness,
+                                           const std::vector<at::Tensor>& deltas,
+                                           const std::vector<at::Tensor>& anchors,
+                                           const std::vector<ImageTargets>& targets,
+                                           SampleStreams& streams, at::Tensor* num_sampled) const;
+
+  RPNOptions options_;
+  int64_t num_anchors_;
+};
+TORCH_MODULE(RPN);
+
+}  // namespace mrcnn::model

@@ -1,0 +1,160 @@
+#include "model/targets.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace mrcnn::model {
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected,
+                      const std::string& got) {
+  throw std::invalid_argument("Batch." + field + ": expected " + expected + ", got " + got);
+}
+
+std::string shape_of(const at::Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  std::ostringstream os;
+  os << t.scalar_type() << " " << t.sizes();
+  return os.str();
+}
+
+void check_shape(const std::string& field, const at::Tensor& t, at::ScalarType dtype,
+                 std::vector<int64_t> shape, const std::string& expected) {
+  bool ok = t.defined() && t.scalar_type() == dtype && t.dim() == static_cast<int64_t>(shape.size());
+  for (size_t d = 0; ok && d < shape.size(); ++d) ok = shape[d] < 0 || t.size(d) == shape[d];
+  if (!ok) bad(field, expected, shape_of(t));
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+void check_batch(const Batch& batch, int64_t num_classes, bool need_targets) {
+  const at::Tensor& images = batch.images;
+  if (!images.defined() || images.dim() != 4 || images.size(1) != 3 ||
+      !at::isFloatingType(images.scalar_type()))
+    bad("images", "a floating tensor [N, 3, H, W]", shape_of(images));
+  const int64_t n = images.size(0), hp = images.size(2), wp = images.size(3);
+  if (n < 1) bad("images", "at least one image", "an empty batch");
+  if (hp % 32 != 0 || wp % 32 != 0)
+    bad("images", "a padded size that is a multiple of 32",
+        std::to_string(hp) + "x" + std::to_string(wp));
+
+  check_shape("image_sizes", batch.image_sizes, at::kLong, {n, 2}, "int64 [N, 2] (N = images)");
+  const at::Tensor sizes = batch.image_sizes.cpu();
+  auto sz = sizes.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < n; ++i)
+    if (sz[i][0] < 1 || sz[i][0] > hp || sz[i][1] < 1 || sz[i][1] > wp)
+      bad("image_sizes[" + std::to_string(i) + "]",
+          "a size within the padded " + std::to_string(hp) + "x" + std::to_string(wp),
+          std::to_string(sz[i][0]) + "x" + std::to_string(sz[i][1]));
+  if (batch.original_sizes.defined()) {
+    check_shape("original_sizes", batch.original_sizes, at::kLong, {n, 2}, "int64 [N, 2]");
+    if ((batch.original_sizes < 1).any().item<bool>())
+      bad("original_sizes", "sizes >= 1", "a size below 1");
+  }
+  if (!batch.image_ids.empty() && static_cast<int64_t>(batch.image_ids.size()) != n)
+    bad("image_ids", "none or one per image (" + std::to_string(n) + ")",
+        std::to_string(batch.image_ids.size()));
+  if (!need_targets) return;
+
+  check_shape("gt_counts", batch.gt_counts, at::kLong, {n}, "int64 [N]");
+  if (!batch.gt_boxes.defined() || batch.gt_boxes.dim() != 3 || batch.gt_boxes.size(0) != n ||
+      batch.gt_boxes.size(2) != 4 || !at::isFloatingType(batch.gt_boxes.scalar_type()))
+    bad("gt_boxes", "a floating tensor [N, G, 4]", shape_of(batch.gt_boxes));
+  const int64_t g = batch.gt_boxes.size(1);
+  check_shape("gt_labels", batch.gt_labels, at::kLong, {n, g}, "int64 [N, G] (G of gt_boxes)");
+  if (static_cast<int64_t>(batch.gt_polygons.size()) != n)
+    bad("gt_polygons", "one PolygonList per image (" + std::to_string(n) + ")",
+        std::to_string(batch.gt_polygons.size()));
+
+  const at::Tensor counts = batch.gt_counts.cpu();
+  const at::Tensor boxes = batch.gt_boxes.to(at::kCPU, at::kDouble);
+  const at::Tensor labels = batch.gt_labels.cpu();
+  auto c = counts.accessor<int64_t, 1>();
+  auto b = boxes.accessor<double, 3>();
+  auto l = labels.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string img = "[" + std::to_string(i) + "]";
+    if (c[i] < 0 || c[i] > g)
+      bad("gt_counts" + img, "a count in [0, " + std::to_string(g) + "]", std::to_string(c[i]));
+    for (int64_t j = 0; j < c[i]; ++j) {
+      const std::string row = img + "[" + std::to_string(j) + "]";
+      if (l[i][j] < 1 || l[i][j] >= num_classes)
+        bad("gt_labels" + row, "a label in 1.." + std::to_string(num_classes - 1),
+            std::to_string(l[i][j]));
+      if (!(std::isfinite(b[i][j][0]) && std::isfinite(b[i][j][1]) && std::isfinite(b[i][j][2]) &&
+            std::isfinite(b[i][j][3]) && b[i][j][2] > b[i][j][0] && b[i][j][3] > b[i][j][1])) {
+        std::ostringstream got;
+        got << "(" << b[i][j][0] << ", " << b[i][j][1] << ", " << b[i][j][2] << ", " << b[i][j][3]
+            << ")";
+        bad("gt_boxes" + row, "a finite box with x2 > x1 and y2 > y1", got.str());
+      }
+    }
+    try {
+      batch.gt_polygons[i].check();
+    } catch (const std::exception& e) {
+      bad("gt_polygons" + img, "a consistent PolygonList", e.what());
+    }
+    if (batch.gt_polygons[i].num_instances() != c[i])
+      bad("gt_polygons" + img, "gt_counts" + img + " = " + std::to_string(c[i]) + " instances",
+          std::to_string(batch.gt_polygons[i].num_instances()));
+  }
+}
+
+std::vector<ImageTargets> slice_targets(const Batch& batch, const c10::Device& device,
+                                        at::ScalarType box_dtype) {
+  const int64_t n = batch.size();
+  const at::Tensor counts = batch.gt_counts.cpu();
+  const at::Tensor sizes = batch.image_sizes.cpu();
+  const at::Tensor boxes = batch.gt_boxes.to(device, box_dtype);
+  const at::Tensor labels = batch.gt_labels.to(device);
+  std::vector<ImageTargets> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = counts[i].item<int64_t>();
+    out[i].boxes = boxes[i].slice(0, 0, c);
+    out[i].labels = labels[i].slice(0, 0, c);
+    out[i].polygons = &batch.gt_polygons[i];
+    out[i].height = sizes[i][0].item<int64_t>();
+    out[i].width = sizes[i][1].item<int64_t>();
+  }
+  return out;
+}
+
+std::vector<int64_t> image_keys(const Batch& batch) {
+  if (!batch.image_ids.empty()) return batch.image_ids;
+  std::vector<int64_t> keys(batch.size());
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i);
+  return keys;
+}
+
+SampleStreams::SampleStreams(SamplingStreams mode, at::Generator& step_generator,
+                             const std::vector<int64_t>& image_keys)
+    : step_(&step_generator) {
+  if (mode == SamplingStreams::kShared) return;
+  // One draw per step, whatever the batch holds.
+  const uint64_t step_seed = static_cast<uint64_t>(
+      at::randint(std::numeric_limits<int64_t>::max(), {1}, step_generator,
+                  at::TensorOptions().dtype(at::kLong).device(step_generator.device()))
+          .item<int64_t>());
+  per_image_.reserve(image_keys.size());
+  for (int64_t key : image_keys)
+    per_image_.push_back(at::make_generator<at::CPUGeneratorImpl>(
+        splitmix64(step_seed ^ splitmix64(static_cast<uint64_t>(key)))));
+}
+
+at::Generator& SampleStreams::for_image(int64_t i) {
+  return per_image_.empty() ? *step_ : per_image_.at(static_cast<size_t>(i));
+}
+
+}  // namespace mrcnn::model
