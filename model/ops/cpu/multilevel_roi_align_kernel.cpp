@@ -1,7 +1,9 @@
 // CPU kernels of mrcnn::multilevel_roi_align, its backward and mrcnn::map_rois_to_levels
 // (engine: roi_align_impl.h). One sampling plan covers every RoI over every level.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "model/ops/cpu/roi_align_impl.h"

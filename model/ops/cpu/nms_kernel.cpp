@@ -1,10 +1,12 @@
 // CPU kernels of mrcnn::nms and mrcnn::batched_nms (greedy core: nms_impl.h).
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "model/ops/cpu/nms_impl.h"
@@ -23,6 +25,12 @@ void check_nms_inputs(const at::Tensor& boxes, const at::Tensor& scores, const c
   TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
               ": boxes and scores must have the same dtype, got ", boxes.scalar_type(), " and ",
               scores.scalar_type());
+}
+
+at::Tensor to_index_tensor(const std::vector<int64_t>& v, const at::Tensor& like) {
+  at::Tensor t = at::empty({static_cast<int64_t>(v.size())}, like.options().dtype(at::kLong));
+  if (!v.empty()) std::memcpy(t.mutable_data_ptr<int64_t>(), v.data(), v.size() * sizeof(int64_t));
+  return t;
 }
 
 // NMS of the boxes listed in `members` (original indices, any order): visits them by stable
@@ -57,7 +65,7 @@ at::Tensor nms_kernel(const at::Tensor& boxes, const at::Tensor& scores, double 
     nms_group<scalar_t>(b.const_data_ptr<scalar_t>(), s.const_data_ptr<scalar_t>(), members,
                         iou_threshold, kept);
   });
-  return at::tensor(kept, boxes.options().dtype(at::kLong));
+  return to_index_tensor(kept, boxes);
 }
 
 at::Tensor batched_nms_kernel(const at::Tensor& boxes, const at::Tensor& scores,
@@ -102,7 +110,7 @@ at::Tensor batched_nms_kernel(const at::Tensor& boxes, const at::Tensor& scores,
     std::sort(all.begin(), all.end());
     std::stable_sort(all.begin(), all.end(), cpu::DescendingScore<scalar_t>{sp});
   });
-  return at::tensor(all, boxes.options().dtype(at::kLong));
+  return to_index_tensor(all, boxes);
 }
 
 }  // namespace

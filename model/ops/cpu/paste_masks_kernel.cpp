@@ -1,8 +1,9 @@
 // CPU kernels of mrcnn::paste_masks_in_image and its thresholded variant. One detection is one
 // task: its image plane is zeroed and only the window its box covers is interpolated.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cmath>

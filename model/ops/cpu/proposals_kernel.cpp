@@ -5,10 +5,12 @@
 // every anchor, as a decode-then-filter pipeline does). The tasks run in parallel; the per-image
 // merge and the post-NMS selection are serial and ordered, so the result is the same for any
 // thread count.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <bit>

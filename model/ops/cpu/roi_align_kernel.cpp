@@ -1,6 +1,8 @@
 // CPU kernels of mrcnn::roi_align and mrcnn::_roi_align_backward (engine: roi_align_impl.h).
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "model/ops/cpu/roi_align_impl.h"
