@@ -1,0 +1,306 @@
+// The whole network on tiny configurations: losses, gradient flow, determinism, padding and
+// batch invariance, inference in original coordinates, precision and layout switches, errors.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "model/mask_rcnn.h"
+#include "tests/model/tiny.h"
+
+namespace mrcnn::model {
+namespace {
+
+using testing::make_batch;
+using testing::synthetic_image;
+using testing::tiny_options;
+
+class MaskRCNNTest : public ::testing::Test {
+ protected:
+  void SetUp() override { at::set_num_threads(2); }
+
+  static TrainOutput train(MaskRCNN& m, const Batch& b, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    return m->forward_train(b, gen);
+  }
+};
+
+double value(const at::Tensor& t) { return t.item<double>(); }
+
+void expect_same_detections(const Detections& a, const Detections& b, double box_tol = 1e-3) {
+  ASSERT_EQ(a.size(), b.size());
+  if (a.size() == 0) return;
+  EXPECT_TRUE(at::equal(a.labels, b.labels));
+  EXPECT_TRUE(at::allclose(a.boxes, b.boxes, 0, box_tol)) << (a.boxes - b.boxes).abs().max();
+  EXPECT_TRUE(at::allclose(a.scores, b.scores, 1e-5, 1e-6));
+  ASSERT_EQ(a.masks.sizes(), b.masks.sizes());
+  // Pasted masks may differ where a probability sits within rounding of the threshold.
+  EXPECT_LE((a.masks != b.masks).sum().item<int64_t>(), a.masks.numel() / 1000 + 1);
+}
+
+TEST_F(MaskRCNNTest, TrainingGivesTheFiveLossesFinite) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(1));
+  const Batch b = make_batch({synthetic_image(96, 128, 3, 1), synthetic_image(80, 100, 2, 2)}, {11, 12});
+  const TrainOutput out = train(m, b, 7);
+  ASSERT_EQ(out.losses.size(), 5u);
+  double sum = 0;
+  for (const char* name : kLossNames) {
+    ASSERT_TRUE(out.losses.count(name)) << name;
+    const at::Tensor& l = out.losses.at(name);
+    EXPECT_EQ(l.dim(), 0) << name;
+    EXPECT_EQ(l.scalar_type(), at::kFloat) << name;
+    EXPECT_TRUE(std::isfinite(value(l))) << name;
+    EXPECT_GT(value(l), 0.0) << name;
+    sum += value(l);
+  }
+  EXPECT_NEAR(value(out.total()), sum, 1e-5);
+  // RPN: 64 anchors per image; RoI heads: 32 RoIs per image (enough candidates for both).
+  EXPECT_EQ(out.counts.at("rpn_sampled").item<int64_t>(), 128);
+  EXPECT_EQ(out.counts.at("roi_sampled").item<int64_t>(), 64);
+  EXPECT_GT(out.counts.at("roi_positive").item<int64_t>(), 0);
+}
+
+TEST_F(MaskRCNNTest, EveryTrainableParameterGetsAGradientAndNoFrozenOne) {
+  for (NormKind norm : {NormKind::kFrozenBatchNorm, NormKind::kGroupNorm}) {
+    SCOPED_TRACE(to_string(norm));
+    ModelOptions o = tiny_options();
+    o.backbone.norm = norm;
+    o.backbone.group_norm_groups = 4;
+    o.backbone.freeze_at = norm == NormKind::kGroupNorm ? 0 : 2;
+    // Every anchor in the loss: in images this small, the anchors of P4-P6 all cross the border,
+    // and no RoI is large enough for those levels: only the RPN loss reaches them.
+    o.rpn.straddle_threshold = -1;
+    MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(2));
+    const Batch b = make_batch({synthetic_image(96, 128, 3, 3), synthetic_image(64, 96, 2, 4)}, {1, 2});
+    train(m, b, 3).total().backward();
+    int trainable = 0, frozen = 0;
+    for (const auto& p : m->named_parameters()) {
+      const at::Tensor& g = p.value().grad();
+      if (p.value().requires_grad()) {
+        ++trainable;
+        ASSERT_TRUE(g.defined()) << p.key();
+        EXPECT_TRUE(at::isfinite(g).all().item<bool>()) << p.key();
+        EXPECT_TRUE(g.ne(0).any().item<bool>()) << p.key() << " has an all-zero gradient";
+      } else {
+        ++frozen;
+        EXPECT_FALSE(g.defined()) << p.key();
+        EXPECT_EQ(p.key().rfind("backbone.", 0), 0u) << p.key();
+      }
+    }
+    EXPECT_GT(trainable, 0);
+    if (norm == NormKind::kFrozenBatchNorm) {
+      EXPECT_GT(frozen, 0);  // stem and res2
+      for (const auto& b : m->named_buffers()) EXPECT_FALSE(b.value().requires_grad()) << b.key();
+    } else {
+      EXPECT_EQ(frozen, 0);
+    }
+  }
+}
+
+TEST_F(MaskRCNNTest, SameSeedSameBitsDifferentSeedDifferentSamples) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(4));
+  const Batch b = make_batch({synthetic_image(96, 128, 3, 5), synthetic_image(96, 96, 2, 6)}, {5, 6});
+  const TrainOutput a1 = train(m, b, 9), a2 = train(m, b, 9), c = train(m, b, 10);
+  bool any_differs = false;
+  for (const char* name : kLossNames) {
+    EXPECT_TRUE(at::equal(a1.losses.at(name), a2.losses.at(name))) << name;
+    any_differs |= !at::equal(a1.losses.at(name), c.losses.at(name));
+  }
+  EXPECT_TRUE(any_differs);
+  // Gradients are bit-identical too.
+  auto grads = [&](uint64_t seed) {
+    m->zero_grad();
+    train(m, b, seed).total().backward();
+    std::vector<at::Tensor> g;
+    for (const auto& p : m->parameters())
+      if (p.grad().defined()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const auto g1 = grads(9), g2 = grads(9);
+  ASSERT_EQ(g1.size(), g2.size());
+  for (size_t i = 0; i < g1.size(); ++i) EXPECT_TRUE(at::equal(g1[i], g2[i])) << i;
+}
+
+// An image alone (padded to the next multiple of 32) and the same image padded far more, with
+// more padded ground-truth rows, give the same losses and detections. Exact in arithmetic with
+// the network as built (zero biases, identity frozen norms: padding stays zero through every
+// layer) for images whose padding margin exceeds the stride of every level RoIs are pooled from
+// (see README.md); equal to float rounding here.
+TEST_F(MaskRCNNTest, PaddingChangesNoLossAndNoDetection) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(5));
+  const auto img = synthetic_image(100, 110, 3, 7);
+  const Batch tight = make_batch({img}, {42});
+  const Batch padded = make_batch({img}, {42}, {192, 256}, 7);
+  ASSERT_EQ(tight.images.size(2), 128);
+  ASSERT_EQ(padded.images.size(3), 256);
+  const TrainOutput a = train(m, tight, 11), b = train(m, padded, 11);
+  for (const char* name : kLossNames)
+    EXPECT_NEAR(value(a.losses.at(name)), value(b.losses.at(name)),
+                1e-5 * std::max(1.0, std::abs(value(a.losses.at(name)))))
+        << name;
+  for (const auto& [name, c] : a.counts) EXPECT_TRUE(at::equal(c, b.counts.at(name))) << name;
+
+  const auto da = m->inference(tight), db = m->inference(padded);
+  ASSERT_EQ(da.size(), 1u);
+  EXPECT_GT(da[0].size(), 0);
+  expect_same_detections(da[0], db[0]);
+}
+
+// A batch of two differently sized images gives each image's detections as if it were alone,
+// and losses that are the count-weighted means of the images' own losses.
+TEST_F(MaskRCNNTest, BatchingChangesNoImagesResult) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(6));
+  const auto small = synthetic_image(70, 90, 2, 8);
+  const auto large = synthetic_image(120, 150, 4, 9);
+  const Batch both = make_batch({small, large}, {100, 200});
+  const Batch only_small = make_batch({small}, {100});
+  const Batch only_large = make_batch({large}, {200});
+  const auto d_both = m->inference(both);
+  expect_same_detections(d_both[0], m->inference(only_small)[0]);
+  expect_same_detections(d_both[1], m->inference(only_large)[0]);
+
+  const TrainOutput t = train(m, both, 13), s = train(m, only_small, 13), l = train(m, only_large, 13);
+  auto n = [](const TrainOutput& o, const char* c) { return static_cast<double>(o.counts.at(c).item<int64_t>()); };
+  const std::pair<const char*, const char*> weights[] = {
+      {"loss_objectness", "rpn_sampled"}, {"loss_rpn_box_reg", "rpn_sampled"},
+      {"loss_classifier", "roi_sampled"}, {"loss_box_reg", "roi_sampled"},
+      {"loss_mask", "roi_positive"}};
+  for (const auto& [loss, count] : weights) {
+    const double expected = (n(s, count) * value(s.losses.at(loss)) + n(l, count) * value(l.losses.at(loss))) /
+                            (n(s, count) + n(l, count));
+    EXPECT_NEAR(value(t.losses.at(loss)), expected, 1e-5 * std::max(1.0, std::abs(expected))) << loss;
+    EXPECT_EQ(n(t, count), n(s, count) + n(l, count)) << count;
+  }
+}
+
+TEST_F(MaskRCNNTest, DetectionsAreInOriginalCoordinatesWithPastedMasks) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(7));
+  Batch b = make_batch({synthetic_image(96, 128, 3, 10)}, {3});
+  const auto same = m->inference(b);
+  b.original_sizes = at::tensor({192, 320}, at::kLong).view({1, 2});  // x2 high, x2.5 wide
+  const auto scaled = m->inference(b);
+  ASSERT_EQ(same.size(), 1u);
+  ASSERT_GT(same[0].size(), 0);
+  const Detections& d = scaled[0];
+  EXPECT_EQ(d.image_id, 3);
+  ASSERT_EQ(d.size(), same[0].size());
+  EXPECT_TRUE(at::allclose(d.boxes, same[0].boxes * at::tensor({2.5f, 2.0f, 2.5f, 2.0f}), 1e-5, 1e-4));
+  EXPECT_EQ(d.masks.scalar_type(), at::kByte);
+  EXPECT_EQ(d.masks.sizes(), (std::vector<int64_t>{d.size(), 192, 320}));
+  EXPECT_TRUE(d.masks.le(1).all().item<bool>());
+  EXPECT_EQ(same[0].masks.sizes(), (std::vector<int64_t>{d.size(), 96, 128}));
+  // Sorted by decreasing score, at most detections_per_image, scores above the threshold.
+  EXPECT_LE(d.size(), tiny_options().box_head.detections_per_image);
+  EXPECT_TRUE(d.scores.gt(0.05).all().item<bool>());
+  EXPECT_TRUE(d.labels.ge(1).all().item<bool>());
+  EXPECT_TRUE(d.labels.lt(tiny_options().num_classes).all().item<bool>());
+  // Boxes inside the original image.
+  EXPECT_TRUE(d.boxes.select(1, 2).le(320).all().item<bool>());
+  EXPECT_TRUE(d.boxes.select(1, 3).le(192).all().item<bool>());
+  EXPECT_TRUE(d.boxes.ge(0).all().item<bool>());
+
+  // Nothing above a threshold of 1: no detections, empty masks of the right shape.
+  ModelOptions strict = tiny_options();
+  strict.box_head.score_threshold = 1.0;
+  MaskRCNN none(strict, at::make_generator<at::CPUGeneratorImpl>(7));
+  const auto empty = none->inference(b);
+  EXPECT_EQ(empty[0].size(), 0);
+  EXPECT_EQ(empty[0].masks.sizes(), (std::vector<int64_t>{0, 192, 320}));
+}
+
+TEST_F(MaskRCNNTest, ChannelsLastComputesTheSameNetwork) {
+  ModelOptions cl = tiny_options();
+  cl.channels_last = true;
+  MaskRCNN a(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(8));
+  MaskRCNN b(cl, at::make_generator<at::CPUGeneratorImpl>(8));
+  const Batch batch = make_batch({synthetic_image(96, 128, 3, 11), synthetic_image(64, 64, 1, 12)}, {1, 2});
+  const TrainOutput la = train(a, batch, 5), lb = train(b, batch, 5);
+  for (const char* name : kLossNames)
+    EXPECT_NEAR(value(la.losses.at(name)), value(lb.losses.at(name)),
+                1e-4 * std::max(1.0, std::abs(value(la.losses.at(name)))))
+        << name;
+  const auto da = a->inference(batch), db = b->inference(batch);
+  for (size_t i = 0; i < da.size(); ++i) expect_same_detections(da[i], db[i]);
+}
+
+TEST_F(MaskRCNNTest, MixedPrecisionKeepsFloat32LossesAndTrains) {
+  ModelOptions o = tiny_options();
+  o.mixed_precision = true;
+  o.channels_last = true;
+  EXPECT_THROW(o.validate(), std::invalid_argument);  // 8 channels: see ModelOptions::validate
+  o.backbone.base_channels = 16;
+  MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(9));
+  const Batch b = make_batch({synthetic_image(96, 128, 3, 13)}, {1});
+  const TrainOutput out = train(m, b, 1);
+  for (const char* name : kLossNames) {
+    EXPECT_EQ(out.losses.at(name).scalar_type(), at::kFloat) << name;
+    EXPECT_TRUE(std::isfinite(value(out.losses.at(name)))) << name;
+  }
+  out.total().backward();
+  for (const auto& p : m->named_parameters())
+    if (p.value().requires_grad()) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      EXPECT_EQ(p.value().grad().scalar_type(), at::kFloat) << p.key();
+    }
+  const auto d = m->inference(b);
+  EXPECT_EQ(d[0].boxes.scalar_type(), at::kFloat);
+  EXPECT_EQ(d[0].scores.scalar_type(), at::kFloat);
+}
+
+TEST_F(MaskRCNNTest, ImagesWithoutGroundTruthTrain) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(10));
+  const Batch b = make_batch({synthetic_image(96, 96, 0, 14), synthetic_image(96, 96, 2, 15)}, {1, 2});
+  const TrainOutput out = train(m, b, 2);
+  for (const char* name : kLossNames) EXPECT_TRUE(std::isfinite(value(out.losses.at(name)))) << name;
+  const Batch none = make_batch({synthetic_image(64, 64, 0, 16)}, {3});
+  const TrainOutput out2 = train(m, none, 2);
+  EXPECT_EQ(out2.counts.at("roi_positive").item<int64_t>(), 0);
+  EXPECT_EQ(value(out2.losses.at("loss_mask")), 0.0);
+  EXPECT_EQ(value(out2.losses.at("loss_rpn_box_reg")), 0.0);
+  out2.total().backward();  // a graph with zero gradients, not an error
+}
+
+TEST_F(MaskRCNNTest, MalformedBatchesAreClearErrors) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(11));
+  const Batch good = make_batch({synthetic_image(64, 64, 2, 17)}, {1});
+  auto error_of = [&](const Batch& b) -> std::string {
+    try {
+      train(m, b, 1);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Batch b = good;
+  b.images = at::zeros({1, 3, 60, 64});
+  EXPECT_NE(error_of(b).find("Batch.images: expected a padded size that is a multiple of 32"), std::string::npos) << error_of(b);
+  b = good;
+  b.gt_labels = good.gt_labels.clone();
+  b.gt_labels[0][0] = 4;
+  EXPECT_NE(error_of(b).find("Batch.gt_labels[0][0]: expected a label in 1..3, got 4"), std::string::npos) << error_of(b);
+  b = good;
+  b.gt_counts = at::tensor({3}, at::kLong);
+  EXPECT_NE(error_of(b).find("Batch.gt_counts[0]"), std::string::npos) << error_of(b);
+  b = good;
+  b.gt_boxes = good.gt_boxes.clone();
+  b.gt_boxes[0][1][2] = b.gt_boxes[0][1][0];
+  EXPECT_NE(error_of(b).find("Batch.gt_boxes[0][1]: expected a finite box"), std::string::npos) << error_of(b);
+  b = good;
+  b.image_sizes = at::tensor({65, 64}, at::kLong).view({1, 2});
+  EXPECT_NE(error_of(b).find("Batch.image_sizes[0]"), std::string::npos) << error_of(b);
+  b = good;
+  b.gt_polygons.clear();
+  EXPECT_NE(error_of(b).find("Batch.gt_polygons"), std::string::npos) << error_of(b);
+  b = good;
+  b.gt_polygons[0] = PolygonList::empty();
+  EXPECT_NE(error_of(b).find("Batch.gt_polygons[0]: expected gt_counts[0] = 2 instances, got 0"),
+            std::string::npos)
+      << error_of(b);
+  EXPECT_EQ(error_of(good), "no error");
+}
+
+}  // namespace
+}  // namespace mrcnn::model
