@@ -222,6 +222,8 @@ struct LevelData {
 
 // Channels processed together in the NHWC loops: a fixed trip count lets -O2 vectorize them.
 inline constexpr int64_t kChannelBlock = 16;
+// Channel planes walked together by the NCHW loops (independent memory streams).
+inline constexpr int64_t kPlaneBlock = 8;
 
 template <typename T>
 inline void accumulate_sample(T* __restrict acc, const T* __restrict v1, const T* __restrict v2,
@@ -293,38 +295,40 @@ void roi_align_forward(const SamplingPlan<T>& plan, const std::vector<LevelData<
     });
     return;
   }
-  // NCHW output: one item = one (RoI, channel) plane of PH x PW bins.
-  at::parallel_for(0, num_rois * channels, 4, [&](int64_t i0, int64_t i1) {
+  // NCHW output: one item = one RoI and a block of kPlaneBlock channels. The channels of a block
+  // are walked together, sample point by sample point: their planes are far apart in memory,
+  // so the loads are independent cache misses that the core can overlap (one channel at a
+  // time is a chain of misses). Each output value is still summed in (sample) order.
+  const int64_t blocks = (channels + kPlaneBlock - 1) / kPlaneBlock;
+  at::parallel_for(0, num_rois * blocks, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t k = i / channels;
-      const int64_t c = i % channels;
+      const int64_t k = i / blocks;
+      const int64_t c0 = (i % blocks) * kPlaneBlock;
+      const int64_t nc = std::min(kPlaneBlock, channels - c0);
       const RoiPlan& p = plan.rois[static_cast<size_t>(k)];
       const LevelData<T>& lv = levels[static_cast<size_t>(p.level)];
       const int64_t per_bin = static_cast<int64_t>(p.grid_h) * p.grid_w;
       const T count = static_cast<T>(std::max<int64_t>(per_bin, 1));
+      const T* planes[kPlaneBlock];
+      int64_t tap_stride = 1;
+      for (int64_t j = 0; j < kPlaneBlock; ++j) {
+        const int64_t c = c0 + std::min(j, nc - 1);  // a short block repeats its last channel
+        planes[j] = lv.channels_last ? lv.data + p.batch * lv.stride_n + c
+                                     : lv.data + p.batch * lv.stride_n + c * lv.stride_c;
+      }
+      if (lv.channels_last) tap_stride = channels;
       const SamplePoint<T>* s = plan.points.data() + p.begin;
-      T* out = output + i * bins;
-      if (lv.channels_last) {
-        const T* base = lv.data + p.batch * lv.stride_n + c;
-        const int64_t cs = channels;
-        for (int64_t bin = 0; bin < bins; ++bin) {
-          T v = 0;
-          for (int64_t q = 0; q < per_bin; ++q, ++s) {
-            v += s->w[0] * base[s->pos[0] * cs] + s->w[1] * base[s->pos[1] * cs] +
-                 s->w[2] * base[s->pos[2] * cs] + s->w[3] * base[s->pos[3] * cs];
+      for (int64_t bin = 0; bin < bins; ++bin) {
+        T v[kPlaneBlock] = {};
+        for (int64_t q = 0; q < per_bin; ++q, ++s) {
+          const int64_t o0 = s->pos[0] * tap_stride, o1 = s->pos[1] * tap_stride;
+          const int64_t o2 = s->pos[2] * tap_stride, o3 = s->pos[3] * tap_stride;
+          for (int64_t j = 0; j < kPlaneBlock; ++j) {
+            const T* pl = planes[j];
+            v[j] += s->w[0] * pl[o0] + s->w[1] * pl[o1] + s->w[2] * pl[o2] + s->w[3] * pl[o3];
           }
-          out[bin] = v / count;
         }
-      } else {
-        const T* plane = lv.data + p.batch * lv.stride_n + c * lv.stride_c;
-        for (int64_t bin = 0; bin < bins; ++bin) {
-          T v = 0;
-          for (int64_t q = 0; q < per_bin; ++q, ++s) {
-            v += s->w[0] * plane[s->pos[0]] + s->w[1] * plane[s->pos[1]] +
-                 s->w[2] * plane[s->pos[2]] + s->w[3] * plane[s->pos[3]];
-          }
-          out[bin] = v / count;
-        }
+        for (int64_t j = 0; j < nc; ++j) output[(k * channels + c0 + j) * bins + bin] = v[j] / count;
       }
     }
   });
@@ -365,26 +369,36 @@ void roi_align_backward(const SamplingPlan<T>& plan, const std::vector<LevelData
         }
         continue;
       }
-      for (int64_t c = c0; c < c1; ++c) {
-        T* dst;
-        int64_t dst_stride;
-        if (lv.channels_last) {
-          dst = lv.data + p.batch * lv.stride_n + c;
-          dst_stride = channels;
-        } else {
-          dst = lv.data + p.batch * lv.stride_n + c * lv.stride_c;
-          dst_stride = 1;
+      // Blocks of kPlaneBlock channels: independent scatter streams (see the forward).
+      for (int64_t cb = c0; cb < c1; cb += kPlaneBlock) {
+        const int64_t nc = std::min(kPlaneBlock, c1 - cb);
+        T* dst[kPlaneBlock];
+        const int64_t dst_stride = lv.channels_last ? channels : 1;
+        for (int64_t j = 0; j < nc; ++j) {
+          dst[j] = lv.channels_last ? lv.data + p.batch * lv.stride_n + cb + j
+                                    : lv.data + p.batch * lv.stride_n + (cb + j) * lv.stride_c;
         }
         const SamplePoint<T>* s = s0;
         for (int64_t bin = 0; bin < bins; ++bin) {
-          const T g = grad_channels_last ? grad[(k * bins + bin) * channels + c]
-                                         : grad[(k * channels + c) * bins + bin];
+          T g[kPlaneBlock];
+          for (int64_t j = 0; j < nc; ++j) {
+            g[j] = grad_channels_last ? grad[(k * bins + bin) * channels + cb + j]
+                                      : grad[(k * channels + cb + j) * bins + bin];
+          }
           for (int64_t q = 0; q < per_bin; ++q, ++s) {
-            // torchvision: g_i = grad * w_i / count.
-            dst[s->pos[0] * dst_stride] += g * s->w[0] / count;
-            dst[s->pos[1] * dst_stride] += g * s->w[1] / count;
-            dst[s->pos[2] * dst_stride] += g * s->w[2] / count;
-            dst[s->pos[3] * dst_stride] += g * s->w[3] / count;
+            const int64_t o0 = s->pos[0] * dst_stride, o1 = s->pos[1] * dst_stride;
+            const int64_t o2 = s->pos[2] * dst_stride, o3 = s->pos[3] * dst_stride;
+            // torchvision computes grad * w_i / count; grad * (w_i / count) saves the divisions
+            // per channel and differs by an ulp.
+            const T w0 = s->w[0] / count, w1 = s->w[1] / count;
+            const T w2 = s->w[2] / count, w3 = s->w[3] / count;
+            for (int64_t j = 0; j < nc; ++j) {
+              T* d = dst[j];
+              d[o0] += g[j] * w0;
+              d[o1] += g[j] * w1;
+              d[o2] += g[j] * w2;
+              d[o3] += g[j] * w3;
+            }
           }
         }
       }
