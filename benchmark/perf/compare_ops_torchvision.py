@@ -13,8 +13,8 @@ Cases (batch 2, images 800x1333 and 800x1200 padded to 800x1344, FPN P2..P6, 256
 Both sides get the same tensors and the same thread count (--threads, default 2). Each case is
 warmed up once, then the implementations alternate for --reps repetitions; medians are
 reported with ours/peer speed-up. Peak RSS comes from a fresh subprocess per (case, side) that
-builds the inputs, then runs the side three times (ru_maxrss; the inputs' own RSS is printed
-as the baseline). One machine-readable RESULT line per case.
+builds the inputs, then runs the side three times (VmHWM; the resident size with the inputs
+built is printed as the baseline). One machine-readable RESULT line per case.
 
 usage: compare_ops_torchvision.py [--build-dir build] [--threads 2] [--reps 7] [--cases ...]
 """
@@ -22,7 +22,6 @@ import argparse
 import datetime
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -151,8 +150,14 @@ def load_ops(build_dir):
     return torch.ops.mrcnn, lib
 
 
-def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def status_mb(field):
+    """VmRSS / VmHWM of this process image. (getrusage's ru_maxrss is not used: after fork +
+    exec it still holds the parent's resident size.)"""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def probe_rss(args):
@@ -160,11 +165,11 @@ def probe_rss(args):
     ops, _ = load_ops(args.build_dir)
     torch.set_num_threads(args.threads)
     case = CASES[args.rss_probe[0]](ops)
-    base = rss_mb()
+    base = status_mb("VmRSS")
     fn = case.ours if args.rss_probe[1] == "ours" else case.peer
     for _ in range(3):
         fn()
-    print(f"{base:.1f} {rss_mb():.1f}")
+    print(f"{base:.1f} {status_mb('VmHWM'):.1f}")
 
 
 def environment(lib):
