@@ -21,7 +21,12 @@
 namespace mrcnn::data {
 
 // The filter taps of one axis: output i reads inputs first[i] .. first[i]+count[i]-1 with weights
-// coeffs[i*ksize .. i*ksize+count[i]) (sum 1 << kPrecisionBits).
+// coeffs[i*ksize .. i*ksize+count[i]) (sum 1 << kPrecisionBits), as PIL computes them.
+//
+// The same taps as fixed-width windows, for loops with a constant trip count: output i reads
+// window_first[i] .. window_first[i]+window-1 with window_coeffs[i*window ..]; the window lies
+// inside the input and the taps outside the PIL range have weight 0. All weights are
+// non-negative, so integer sums over the window equal PIL's sums exactly.
 struct ResampleAxis {
   static constexpr int kPrecisionBits = 32 - 8 - 2;
   int64_t in_size = 0;
@@ -30,20 +35,31 @@ struct ResampleAxis {
   std::vector<int32_t> first;
   std::vector<int32_t> count;
   std::vector<int32_t> coeffs;
+  int64_t window = 0;  // min(ksize, in_size)
+  std::vector<int32_t> window_first;
+  std::vector<int32_t> window_coeffs;
 
   // REQUIRES: in_size > 0, out_size > 0.
   ResampleAxis(int64_t in_size, int64_t out_size);
+
+  // The taps with the outputs in reverse order: resampling with it yields the mirrored image.
+  ResampleAxis mirrored() const;
 };
 
 // Per output channel c (after the BGR/RGB choice), value[c][v] for source byte v:
 //   to_bgr255: (float(v) / 255 * 255 - mean[c]) / std[c]   -- the reference's ToTensor, x255
 //   otherwise: (float(v) / 255 - mean[c]) / std[c]          -- torchvision's ToTensor, Normalize
 // computed in float32 in that order, so the table equals the reference's arithmetic bit for bit.
+// When every entry equals float(v) - offset[c] exactly (the MLPerf preset: BGR 0..255, std 1),
+// `subtract_only` is set and resize_normalize_into computes that subtraction with SIMD.
 struct PixelTable {
   bool bgr = true;  // output channel 0 is the source's blue
   std::array<std::array<float, 256>, 3> value{};
+  bool subtract_only = false;
+  std::array<float, 3> offset{};
 
-  PixelTable(bool to_bgr255, const std::array<float, 3>& mean, const std::array<float, 3>& std);
+  // Throws std::invalid_argument on a non-finite mean or a zero or non-finite std.
+  PixelTable(bool to_bgr255, const std::array<float, 3>& mean, const std::array<float, 3>& stddev);
   int source_channel(int c) const { return bgr ? 2 - c : c; }
 };
 

@@ -200,29 +200,67 @@ TEST(PixelTable, ReferenceArithmetic) {
 }
 
 TEST(ResizeNormalizeInto, MatchesResizeThenTableAndPadsWithZero) {
-  const Image src = gradient_image(17, 23);
-  const TransformOptions m = TransformOptions::mlperf_train();
-  const PixelTable table(m.to_bgr255, m.pixel_mean, m.pixel_std);
-  const int64_t oh = 30, ow = 41, ph = 32, pw = 64;
-  const Image resized = resize_bilinear(src, oh, ow);
-  for (bool flip : {false, true}) {
-    std::vector<float> slot(3 * ph * pw, std::numeric_limits<float>::quiet_NaN());
-    resize_normalize_into(src, oh, ow, flip, table, slot.data(), ph, pw);
-    for (int c = 0; c < 3; ++c)
-      for (int64_t y = 0; y < ph; ++y)
-        for (int64_t x = 0; x < pw; ++x) {
-          const float got = slot[static_cast<size_t>((c * ph + y) * pw + x)];
-          if (y >= oh || x >= ow) {
-            ASSERT_EQ(got, 0.0f) << "padding at c=" << c << " y=" << y << " x=" << x;
-            continue;
-          }
-          const int64_t sx = flip ? ow - 1 - x : x;
-          const uint8_t v = resized.row(y)[3 * sx + table.source_channel(c)];
-          ASSERT_EQ(got, table.value[c][v]) << "c=" << c << " y=" << y << " x=" << x << " flip=" << flip;
-        }
+  // Upscale, 2x+ downscale, one axis only, and widths that leave SIMD tails; both presets (the
+  // MLPerf one takes the vector subtraction, the torchvision one the table).
+  const struct {
+    int64_t h, w, oh, ow;
+  } cases[] = {{17, 23, 30, 41}, {40, 64, 17, 29}, {9, 100, 9, 37}, {50, 33, 101, 33}, {31, 47, 31, 47}};
+  for (const TransformOptions& m : {TransformOptions::mlperf_train(), TransformOptions::torchvision()}) {
+    const PixelTable table(m.to_bgr255, m.pixel_mean, m.pixel_std);
+    for (const auto& k : cases) {
+      const Image src = gradient_image(k.h, k.w);
+      const int64_t ph = (k.oh + 31) / 32 * 32, pw = (k.ow + 31) / 32 * 32 + 32;
+      const Image resized = resize_bilinear(src, k.oh, k.ow);
+      for (bool flip : {false, true}) {
+        std::vector<float> slot(3 * ph * pw, std::numeric_limits<float>::quiet_NaN());
+        resize_normalize_into(src, k.oh, k.ow, flip, table, slot.data(), ph, pw);
+        for (int c = 0; c < 3; ++c)
+          for (int64_t y = 0; y < ph; ++y)
+            for (int64_t x = 0; x < pw; ++x) {
+              const float got = slot[static_cast<size_t>((c * ph + y) * pw + x)];
+              if (y >= k.oh || x >= k.ow) {
+                ASSERT_EQ(got, 0.0f) << "padding at c=" << c << " y=" << y << " x=" << x;
+                continue;
+              }
+              const int64_t sx = flip ? k.ow - 1 - x : x;
+              const uint8_t v = resized.row(y)[3 * sx + table.source_channel(c)];
+              ASSERT_EQ(got, table.value[c][v]) << k.h << "x" << k.w << "->" << k.oh << "x" << k.ow
+                                                << " c=" << c << " y=" << y << " x=" << x << " flip=" << flip;
+            }
+      }
+    }
   }
+  const Image src = gradient_image(17, 23);
+  const PixelTable table(true, {1, 2, 3}, {1, 1, 1});
   std::vector<float> small(3 * 8 * 8);
-  EXPECT_THROW(resize_normalize_into(src, oh, ow, false, table, small.data(), 8, 8), std::invalid_argument);
+  EXPECT_THROW(resize_normalize_into(src, 30, 41, false, table, small.data(), 8, 8), std::invalid_argument);
+}
+
+TEST(PixelTable, SubtractionShortcutOnlyWhenExact) {
+  const TransformOptions m = TransformOptions::mlperf_train();
+  EXPECT_TRUE(PixelTable(m.to_bgr255, m.pixel_mean, m.pixel_std).subtract_only);
+  const TransformOptions v = TransformOptions::torchvision();
+  EXPECT_FALSE(PixelTable(v.to_bgr255, v.pixel_mean, v.pixel_std).subtract_only);
+  EXPECT_THROW(PixelTable(true, {0, 0, 0}, {1, 0, 1}), std::invalid_argument);
+}
+
+TEST(ResampleAxis, WindowsHoldEveryNonZeroTap) {
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{640, 1066}, {480, 800}, {640, 213}, {7, 3}, {1, 5}, {5, 1}}) {
+    const ResampleAxis ax(in, out);
+    if (in < out && in >= 2) {
+      EXPECT_EQ(ax.window, 2) << in << "->" << out;  // upscaling reads two inputs
+    }
+    for (int64_t i = 0; i < out; ++i) {
+      int64_t sum_pil = 0, sum_win = 0;
+      for (int64_t t = 0; t < ax.count[i]; ++t) sum_pil += ax.coeffs[i * ax.ksize + t];
+      for (int64_t t = 0; t < ax.window; ++t) sum_win += ax.window_coeffs[i * ax.window + t];
+      ASSERT_EQ(sum_pil, sum_win) << in << "->" << out << " output " << i;
+      ASSERT_GE(ax.window_first[i], 0);
+      ASSERT_LE(ax.window_first[i] + ax.window, in);
+    }
+    const ResampleAxis m = ax.mirrored();
+    EXPECT_EQ(m.window_first.front(), ax.window_first.back());
+  }
 }
 
 }  // namespace
