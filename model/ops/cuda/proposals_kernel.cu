@@ -63,8 +63,9 @@ __global__ void decode_kernel(int64_t total, DecodeParams<T> p) {
     const T heights = rn_sub(an[3], an[1]);
     const T ctr_x = rn_add(an[0], rn_mul(half, widths));
     const T ctr_y = rn_add(an[1], rn_mul(half, heights));
-    const T dw = min(d[2 * p.dsc], p.clip);
-    const T dh = min(d[3 * p.dsc], p.clip);
+    // Written as comparisons so that a NaN delta stays NaN (fminf would drop it), as on the CPU.
+    const T dw = d[2 * p.dsc] > p.clip ? p.clip : d[2 * p.dsc];
+    const T dh = d[3 * p.dsc] > p.clip ? p.clip : d[3 * p.dsc];
     const T pred_ctr_x = rn_add(rn_mul(d[0], widths), ctr_x);
     const T pred_ctr_y = rn_add(rn_mul(d[p.dsc], heights), ctr_y);
     const T half_w = rn_mul(half, rn_mul(exp(dw), widths));

@@ -244,12 +244,16 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
       if (!roi_levels || roi_levels[k] == level) {
         const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, scale, pooled_height, pooled_width,
                                                  sampling_ratio, aligned);
-        const T roi_w = g.bin_w * static_cast<T>(pooled_width);
+        // (An aligned RoI may be inverted: its samples then run from start backwards.)
+        const T end_h = g.start_h + g.bin_h * static_cast<T>(pooled_height);
+        const T end_w = g.start_w + g.bin_w * static_cast<T>(pooled_width);
+        const T lo_h = min(g.start_h, end_h), hi_h = max(g.start_h, end_h);
+        const T lo_w = min(g.start_w, end_w), hi_w = max(g.start_w, end_w);
         hit = g.grid_h > 0 && g.grid_w > 0 &&
-              g.start_h - 2 <= static_cast<T>(ty0 + kGatherTile - 1) &&
-              g.start_h + g.roi_h + 2 >= static_cast<T>(ty0) &&
-              g.start_w - 2 <= static_cast<T>(tx0 + kGatherTile - 1) &&
-              g.start_w + roi_w + 2 >= static_cast<T>(tx0);
+              lo_h - 2 <= static_cast<T>(ty0 + kGatherTile - 1) &&
+              hi_h + 2 >= static_cast<T>(ty0) &&
+              lo_w - 2 <= static_cast<T>(tx0 + kGatherTile - 1) &&
+              hi_w + 2 >= static_cast<T>(tx0);
       }
     }
     // Compact the hits in RoI order: thread t writes at the number of hits before it.
@@ -276,8 +280,9 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
                                                  pooled_width, sampling_ratio, aligned);
         const T cnt = static_cast<T>(g.grid_h * g.grid_w);
         if (g.batch != n) continue;  // defensive: the per-image list only holds image n
-        // Rows j = ph * grid_h + iy whose sample lies within 1 pixel of y (plus slack for
-        // rounding); each candidate is then recomputed exactly and tested.
+        // Rows j = ph * grid_h + iy whose sample lies within 2 pixels of y (a tap reaches one
+        // pixel, the rest is slack for rounding); each candidate is then recomputed exactly and
+        // tested. A non-positive step (inverted aligned RoI) scans every row.
         const int rows = pooled_height * g.grid_h;
         const int cols = pooled_width * g.grid_w;
         const T step_h = g.bin_h / static_cast<T>(g.grid_h);
@@ -315,9 +320,10 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
             if (y_high == y && x_high == x) w += ly * lx;
             if (w == static_cast<T>(0)) continue;
             const T* gp = grad + kk * gsn + ph * gsh + pw * gsw;
-            for (int cc = 0; cc < nc; ++cc) {
-              const T gb = gp[(c0 + cc) * gsc];
-              acc[cc] += static_cast<Acc>(gb * w / cnt);
+            // Fixed trip count with a guard: acc[] stays in registers.
+#pragma unroll
+            for (int cc = 0; cc < kGatherChannels; ++cc) {
+              if (cc < nc) acc[cc] += static_cast<Acc>(gp[(c0 + cc) * gsc] * w / cnt);
             }
           }
         }
@@ -327,7 +333,10 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
   }
   if (active) {
     T* out = lv.data + n * lv.sn + y * lv.sh + x * lv.sw;
-    for (int cc = 0; cc < nc; ++cc) out[(c0 + cc) * lv.sc] = static_cast<T>(acc[cc]);
+#pragma unroll
+    for (int cc = 0; cc < kGatherChannels; ++cc) {
+      if (cc < nc) out[(c0 + cc) * lv.sc] = static_cast<T>(acc[cc]);
+    }
   }
 }
 
