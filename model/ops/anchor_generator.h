@@ -5,7 +5,8 @@
 //   * strides per level: (image_height / H_l, image_width / W_l) in integer division of the
 //     padded image size by the grid size (so P6 of an 800-high image has stride 800/13 = 61,
 //     exactly as torchvision);
-//   * anchors per level: [H_l * W_l * A, 4] float32, ordered by location row-major (y, then x),
+//   * anchors per level: [H_l * W_l * A, 4] float32 whatever the features' dtype (torchvision
+//     follows the features' dtype; for float32 features the two are identical), ordered by location row-major (y, then x),
 //     then by cell anchor, each cell anchor shifted by (x * stride_w, y * stride_h).
 // That is the order in which generate_proposals reads objectness and deltas.
 //

@@ -37,9 +37,11 @@ at::Tensor multilevel_roi_align(at::TensorList features, const at::Tensor& rois,
 std::vector<double> infer_spatial_scales(at::TensorList features, int64_t image_height,
                                          int64_t image_width);
 
-// The level assignment alone: int64 [K] in 0..num_levels-1 (level index relative to k_min), on
-// the device of `rois`; what multilevel_roi_align uses, exposed for tests and for callers that
-// need the per-level split (schema `mrcnn::map_rois_to_levels`).
+// The level assignment alone: int64 [K] in 0..k_max-k_min (level index relative to k_min), on
+// the device of `rois` ([K, 5] RoIs or [K, 4] boxes); what multilevel_roi_align uses, exposed for
+// tests and for callers that need the per-level split (schema `mrcnn::map_rois_to_levels`).
+// A zero-area box maps to k_min; so does an inverted one (negative area: torchvision's NaN level
+// silently drops such a RoI from every level, leaving zeros).
 at::Tensor map_rois_to_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
                               int64_t canonical_scale = 224, int64_t canonical_level = 4);
 

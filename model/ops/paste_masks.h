@@ -6,6 +6,9 @@
 //     (x2 - x1 + 1) (each >= 1) and the part inside the image is written at (x1, y1);
 //     the rest of the image is 0.
 // Only the pixels inside the box are interpolated: the resized mask is never materialized.
+// The box expansion is computed in float32 (torchvision computes it in the boxes' dtype, float32
+// in practice) and the interpolation in float32. Unlike torchvision, a box entirely above or
+// left of the image pastes nothing instead of failing.
 //
 // Registered as `mrcnn::paste_masks_in_image` and `mrcnn::paste_masks_in_image_binary` (CPU,
 // CUDA). Parallel over detections and rows on CPU; deterministic.

@@ -14,8 +14,8 @@
 
 namespace mrcnn::ops {
 
-// input:  float32/float64 (float16/bfloat16 via autocast) [N, C, H, W], NCHW-contiguous or
-//         channels-last (NHWC) memory, any device.
+// input:  float32/float64 [N, C, H, W] (float16/bfloat16 through autocast, which pools in
+//         float32), NCHW-contiguous or channels-last (NHWC) memory, CPU or CUDA.
 // rois:   same dtype and device, [K, 5] rows (batch_index, x1, y1, x2, y2) in image pixels.
 // Returns [K, C, pooled_height, pooled_width] in the memory format of `input` (channels-last
 // input gives channels-last output; the values are the same).
