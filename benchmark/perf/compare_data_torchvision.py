@@ -13,8 +13,8 @@ aspect ratio, one shuffled epoch.
 Each measured run is a fresh process; the figure is images/s over the epoch (from creating the
 loader to its last batch: worker start-up included, library import and annotation indexing not).
 Runs alternate (ours, torchvision, ...) after one warm-up of each; medians and their ratio are
-reported, with the peak memory of each side (the largest process, and the summed RSS of the
-process tree sampled every 20 ms: DataLoader workers are processes, ours are threads).
+reported, with the peak memory of each side (the largest process's VmHWM, and the summed RSS of
+the process tree, sampled every 20 ms: DataLoader workers are processes, ours are threads).
 
 The images: DATA (default /tmp/mrcnn-data-bench) is written with `mlperf-maskrcnn synth --size
 640x480` if it holds no instances_train2017.json; any COCO-format folder works (--data).
@@ -150,8 +150,8 @@ def peer_epoch(root, workers, batch_size, seed, out_path):
 
 # ---- the parent ----------------------------------------------------------------------------------
 
-def tree_rss_mib(pid):
-    """Summed VmRSS of pid and its descendants, in MiB."""
+def tree_memory_mib(pid):
+    """(summed VmRSS of pid and its descendants, largest VmHWM among them), in MiB."""
     children = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -162,7 +162,7 @@ def tree_rss_mib(pid):
             children.setdefault(ppid, []).append(int(d))
         except (OSError, IndexError, ValueError):
             continue
-    total, todo = 0, [pid]
+    total, hwm, todo = 0, 0, [pid]
     while todo:
         p = todo.pop()
         todo += children.get(p, [])
@@ -171,35 +171,40 @@ def tree_rss_mib(pid):
                 for line in f:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1])
+                    elif line.startswith("VmHWM:"):
+                        hwm = max(hwm, int(line.split()[1]))
         except OSError:
             pass
-    return total / 1024.0
+    return total / 1024.0, hwm / 1024.0
 
 
 def measure(cmd, env=None):
-    """Runs cmd; returns (peak RSS of the largest process, peak summed RSS of the tree), MiB."""
+    """Runs cmd; returns (stdout, peak RSS of the largest process, peak summed RSS of the tree) in
+    MiB, sampled from /proc every 20 ms (VmHWM: wait4's ru_maxrss would report the size of this
+    Python parent, which the child inherits across fork + exec)."""
     import tempfile
     err_file = tempfile.TemporaryFile(mode="w+")
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_file, env=env, text=True)
-    peak = [0.0]
+    peak = [0.0, 0.0]
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], tree_rss_mib(p.pid))
+            tree, hwm = tree_memory_mib(p.pid)
+            peak[0] = max(peak[0], hwm)
+            peak[1] = max(peak[1], tree)
             time.sleep(0.02)
 
     t = threading.Thread(target=sample)
     t.start()
     out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    err_file.seek(0)
-    err = err_file.read()
+    p.wait()
     done.set()
     t.join()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return out, ru.ru_maxrss / 1024.0, peak[0]
+    err_file.seek(0)
+    if p.returncode != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{err_file.read()}")
+    return out, peak[0], peak[1]
 
 
 def run_ours(bench, data, workers):
