@@ -2,8 +2,9 @@
 // level of every RoI is computed once on the device; one forward launch covers all levels; the
 // backward scatters with atomics, or, under at::globalContext().deterministicAlgorithms(), runs
 // the gather kernel once per level (bitwise reproducible).
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -25,7 +26,7 @@ at::Tensor compute_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
     const int64_t stride = r.size(1);
     const int64_t first = stride == 5 ? 1 : 0;   // [K, 5] rois or [K, 4] boxes
     cuda::map_levels_kernel<scalar_t>
-        <<<cuda::grid_for(n), cuda::kThreadsPerBlock, 0, at::cuda::getCurrentCUDAStream()>>>(
+        <<<cuda::grid_for(n), cuda::kThreadsPerBlock, 0, c10::cuda::getCurrentCUDAStream()>>>(
             n, r.const_data_ptr<scalar_t>() + first, stride, k_min, k_max, canonical_scale,
             canonical_level, out.mutable_data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();

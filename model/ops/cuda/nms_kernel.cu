@@ -1,8 +1,12 @@
 // CUDA kernels of mrcnn::nms and mrcnn::batched_nms on the segmented NMS of nms_segmented.cuh.
 // Both need the number of kept boxes on the host (the result's size): one synchronization each,
 // as torchvision's CUDA nms.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/unique_consecutive.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -41,7 +45,7 @@ at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, double io
     keep = cuda::segmented_nms<scalar_t>(sorted, seg_begin, seg_len, n, at::Tensor(),
                                          iou_threshold);
   });
-  return order.index_select(0, at::nonzero(keep).squeeze(1));
+  return order.index_select(0, keep.nonzero().squeeze(1));
 }
 
 at::Tensor batched_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
@@ -67,7 +71,7 @@ at::Tensor batched_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
   const auto [unique, inverse, counts] = at::unique_consecutive(
       cats.index_select(0, by_cat), /*return_inverse=*/false, /*return_counts=*/true);
   const at::Tensor seg_len = counts.to(at::kLong).contiguous();
-  const at::Tensor seg_begin = (seg_len.cumsum(0) - seg_len).contiguous();
+  const at::Tensor seg_begin = seg_len.cumsum(0).sub(seg_len).contiguous();
   const int64_t max_len = seg_len.max().item<int64_t>();
   at::Tensor keep;
   AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_batched_nms_cuda", [&] {
@@ -75,7 +79,7 @@ at::Tensor batched_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
                                          iou_threshold);
   });
   // Kept indices by decreasing score, ties by lower index.
-  const at::Tensor kept = std::get<0>(order.index_select(0, at::nonzero(keep).squeeze(1)).sort());
+  const at::Tensor kept = std::get<0>(order.index_select(0, keep.nonzero().squeeze(1)).sort());
   const at::Tensor by_kept_score = std::get<1>(
       scores.index_select(0, kept).sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
   return kept.index_select(0, by_kept_score);

@@ -13,9 +13,11 @@
 // (the largest value of the dtype that is <= the double threshold).
 #pragma once
 
-#include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <cmath>
 #include <cstdint>
@@ -137,7 +139,7 @@ at::Tensor segmented_nms(const at::Tensor& boxes, const at::Tensor& seg_begin,
   TORCH_CHECK(words * 8 <= 48 * 1024, "NMS: ", max_len,
               " boxes in one group need more shared memory than a block has");
   at::Tensor mask = at::empty({total * words}, boxes.options().dtype(at::kLong));
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const dim3 grid(static_cast<unsigned>(words), static_cast<unsigned>(words),
                   static_cast<unsigned>(num_segments));
   nms_mask_kernel<T><<<grid, kNmsBlock, 0, stream>>>(

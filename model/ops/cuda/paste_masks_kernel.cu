@@ -1,11 +1,13 @@
 // CUDA kernels of mrcnn::paste_masks_in_image and its thresholded variant: one thread per image
 // pixel of every detection, writing the interpolated value inside the box's window and 0
 // elsewhere (no separate zero fill). Geometry: paste_masks_geometry.h, shared with the CPU.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_assert_async.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include "model/ops/cuda/cuda_helpers.h"
@@ -75,7 +77,7 @@ at::Tensor paste_cuda(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
   AT_DISPATCH_FLOATING_TYPES(masks.scalar_type(), "mrcnn_paste_masks_cuda", [&] {
     using Out = std::conditional_t<kBinary, uint8_t, scalar_t>;
     paste_kernel<scalar_t, Out, kBinary>
-        <<<cuda::grid_for(total), cuda::kThreadsPerBlock, 0, at::cuda::getCurrentCUDAStream()>>>(
+        <<<cuda::grid_for(total), cuda::kThreadsPerBlock, 0, c10::cuda::getCurrentCUDAStream()>>>(
             total, m.const_data_ptr<scalar_t>(), m.size(1), m.size(2), padding,
             b.const_data_ptr<float>(), scale, im_h, im_w, static_cast<scalar_t>(threshold),
             out.mutable_data_ptr<Out>());

@@ -3,8 +3,15 @@
 // as on the CPU), one decode/clip/filter kernel over the top-k of every image, one segmented NMS
 // over all (image, level) pairs, and the post-NMS selection as stable sorts over the kept
 // probabilities. Every tie is broken as the CPU kernel breaks it.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_assert_async.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -167,7 +174,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> generate_proposals_cuda(
       p.nan_flag = nan_flag.mutable_data_ptr<int>();
       const int64_t total = batch * k;
       decode_kernel<T><<<cuda::grid_for(total), cuda::kThreadsPerBlock, 0,
-                         at::cuda::getCurrentCUDAStream()>>>(total, p);
+                         c10::cuda::getCurrentCUDAStream()>>>(total, p);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });

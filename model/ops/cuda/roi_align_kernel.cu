@@ -2,8 +2,9 @@
 // roi_align_device.cuh). The backward uses atomics unless
 // at::globalContext().deterministicAlgorithms() is set, in which case it runs the gather kernel
 // (bitwise reproducible, no atomics).
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 

@@ -3,10 +3,15 @@
 // launch runs on the current stream of the tensors' device and is checked.
 #pragma once
 
-#include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_assert_async.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <string>
 #include <vector>
@@ -36,7 +41,7 @@ void launch_forward(const LevelViews<T>& levels, const at::Tensor& rois,
                     at::Tensor& output) {
   const int64_t n = output.numel();
   if (n == 0) return;
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   roi_align_forward_kernel<T><<<grid_for(n), kThreadsPerBlock, 0, stream>>>(
       n, levels, rois.const_data_ptr<T>(),
       roi_levels.defined() ? roi_levels.const_data_ptr<int64_t>() : nullptr,
@@ -54,7 +59,7 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
                      int64_t batch_size, int64_t channels, int64_t pooled_height,
                      int64_t pooled_width, int64_t sampling_ratio, bool aligned,
                      bool deterministic) {
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int64_t* lv_ptr = roi_levels.defined() ? roi_levels.const_data_ptr<int64_t>() : nullptr;
   if (!deterministic) {
     const int64_t n = grad.numel();
