@@ -39,8 +39,21 @@ MaskPredictorImpl::MaskPredictorImpl(int64_t channels, int64_t num_classes) {
       "mask_fcn_logits", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, num_classes, 1)));
 }
 
-at::Tensor MaskPredictorImpl::forward(const at::Tensor& x) {
+at::Tensor MaskPredictorImpl::forward_all(const at::Tensor& x) {
   return mask_fcn_logits->forward(conv5_mask->forward(x).relu_());
+}
+
+at::Tensor MaskPredictorImpl::forward(const at::Tensor& x, const at::Tensor& labels) {
+  const at::Tensor h = conv5_mask->forward(x).relu_();  // [K, D, M, M]
+  const int64_t k = h.size(0), d = h.size(1), rows = h.size(2), cols = h.size(3);
+  const at::Tensor w = mask_fcn_logits->weight.reshape({-1, d}).index_select(0, labels);  // [K, D]
+  const at::Tensor b = mask_fcn_logits->bias.index_select(0, labels).view({k, 1, 1});
+  if (h.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    // NHWC memory is [K, M*M, D] already: no copy.
+    return at::baddbmm(b, h.permute({0, 2, 3, 1}).reshape({k, rows * cols, d}), w.unsqueeze(2))
+        .view({k, rows, cols});
+  }
+  return at::baddbmm(b, w.unsqueeze(1), h.reshape({k, d, rows * cols})).view({k, rows, cols});
 }
 
 void MaskPredictorImpl::init_weights(at::Generator gen) {

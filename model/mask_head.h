@@ -1,7 +1,10 @@
 // The mask branch's layers: num_convs 3x3 convolutions with ReLU on 14x14 pooled RoIs (fcn1..N,
 // the reference's MaskRCNNFPNFeatureExtractor) and the predictor: a 2x2 stride-2 deconvolution
 // with ReLU (conv5_mask) and a 1x1 convolution to one 28x28 logit map per class
-// (mask_fcn_logits).
+// (mask_fcn_logits). Training and inference only ever use the map of one class per RoI (its
+// label, or its predicted class), so the predictor computes just that one: a K x 28^2 x 256 by
+// 256 x 1 product per RoI instead of a 256 -> num_classes convolution, and no [K, C, 28, 28]
+// tensor (65 MB at 256 RoIs and 81 classes) to keep for backward.
 //
 // Parameter names: mask_head.fcn<i>.*, mask_predictor.conv5_mask.*,
 // mask_predictor.mask_fcn_logits.* (under roi_heads.).
@@ -35,8 +38,12 @@ class MaskPredictorImpl : public torch::nn::Module {
  public:
   MaskPredictorImpl(int64_t channels, int64_t num_classes);
 
-  // [K, channels, R, R] -> logits [K, num_classes, 2R, 2R].
-  at::Tensor forward(const at::Tensor& x);
+  // [K, channels, R, R] and labels int64 [K] -> logits of each RoI's own class [K, 2R, 2R],
+  // equal to forward_all(x)[k, labels[k]].
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& labels);
+
+  // Every class: [K, channels, R, R] -> [K, num_classes, 2R, 2R].
+  at::Tensor forward_all(const at::Tensor& x);
 
   // Kaiming-normal (fan out, ReLU) weights, zero biases.
   void init_weights(at::Generator gen);

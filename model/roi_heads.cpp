@@ -71,11 +71,11 @@ at::Tensor RoIHeadsImpl::pool(const std::vector<at::Tensor>& features, const at:
 }
 
 at::Tensor RoIHeadsImpl::mask_logits(const std::vector<at::Tensor>& features,
-                                     const at::Tensor& rois) {
+                                     const at::Tensor& rois, const at::Tensor& labels) {
   RECORD_FUNCTION("mrcnn::roi_mask", std::vector<c10::IValue>());
   const at::Tensor pooled = pool(features, rois, mask_options_.pooler_resolution,
                                  mask_options_.sampling_ratio, mask_options_.aligned);
-  return mask_predictor->forward(mask_head->forward(pooled));
+  return mask_predictor->forward(mask_head->forward(pooled), labels);
 }
 
 RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
@@ -162,13 +162,12 @@ RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& f
   }
 
   // ---- mask branch: positive RoIs only -------------------------------------------------------
-  const at::Tensor logits = mask_logits(features, all_rois.index_select(0, all_pos));
+  const at::Tensor logits =
+      mask_logits(features, all_rois.index_select(0, all_pos), all_pos_labels);
   if (kp == 0) {
     out.losses["loss_mask"] = zero_loss({logits});
   } else {
-    const at::Tensor picked =
-        logits.index({at::arange(kp, all_pos.options()), all_pos_labels});
-    const at::Tensor logits_fp = full_precision(picked);
+    const at::Tensor logits_fp = full_precision(logits);
     out.losses["loss_mask"] = at::binary_cross_entropy_with_logits(
         logits_fp, at::cat(mask_targets).to(logits_fp.device(), logits_fp.scalar_type()));
   }
@@ -246,13 +245,12 @@ std::vector<RawDetections> RoIHeadsImpl::inference(const std::vector<at::Tensor>
   const int64_t m = 2 * mask_options_.pooler_resolution;
   at::Tensor probs;
   if (d > 0) {
-    const at::Tensor logits = mask_logits(features, all_det);
     const at::Tensor all_labels = at::cat([&] {
       std::vector<at::Tensor> v;
       for (const RawDetections& r : out) v.push_back(r.labels);
       return v;
     }());
-    probs = full_precision(logits.index({at::arange(d, all_labels.options()), all_labels})).sigmoid();
+    probs = full_precision(mask_logits(features, all_det, all_labels)).sigmoid();
   } else {
     probs = at::empty({0, m, m}, all_det.options());
   }

@@ -72,8 +72,9 @@ class RoIHeadsImpl : public torch::nn::Module {
   at::Tensor pool(const std::vector<at::Tensor>& features, const at::Tensor& rois,
                   int64_t resolution, int64_t sampling_ratio, bool aligned) const;
 
-  // Mask logits [K, C, M, M] of rois [K, 5].
-  at::Tensor mask_logits(const std::vector<at::Tensor>& features, const at::Tensor& rois);
+  // Mask logits [K, M, M] of rois [K, 5], each of its class labels[k].
+  at::Tensor mask_logits(const std::vector<at::Tensor>& features, const at::Tensor& rois,
+                         const at::Tensor& labels);
 
   int64_t num_classes_;
   BoxHeadOptions box_options_;
