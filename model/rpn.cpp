@@ -2,8 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <torch/autograd.h>
 
 #include <limits>
+#include <tuple>
 #include <stdexcept>
 
 #include "model/init.h"
@@ -15,6 +17,58 @@
 #include "model/precision.h"
 
 namespace mrcnn::model {
+namespace {
+
+// patches[s] = map[image[s], :, y[s]-1 .. y[s]+1, x[s]-1 .. x[s]+1] with zeros beyond the map:
+// [S, C, 3, 3], the input of a padded 3x3 convolution at S cells. Its backward scatters into a zero
+// map of the input's memory format and keeps only the indices (not the map).
+struct GatherPatches : public torch::autograd::Function<GatherPatches> {
+  // For each of the 9 taps: clamped coordinates and whether the tap is inside the map.
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> taps(const at::Tensor& y,
+                                                             const at::Tensor& x, int64_t h,
+                                                             int64_t w) {
+    const auto opts = y.options();
+    const at::Tensor dy = at::arange(-1, 2, opts).repeat_interleave(3);  // ky-major, as weights
+    const at::Tensor dx = at::arange(-1, 2, opts).repeat({3});
+    const at::Tensor yy = y.unsqueeze(1) + dy, xx = x.unsqueeze(1) + dx;  // [S, 9]
+    const at::Tensor inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w);
+    return {yy.clamp(0, h - 1), xx.clamp(0, w - 1), inside};
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& map,
+                            const at::Tensor& image, const at::Tensor& y, const at::Tensor& x) {
+    const int64_t h = map.size(2), w = map.size(3);
+    ctx->save_for_backward({image, y, x});
+    ctx->saved_data["sizes"] = map.sizes();
+    ctx->saved_data["channels_last"] = map.is_contiguous(at::MemoryFormat::ChannelsLast);
+    auto [yy, xx, inside] = taps(y, x, h, w);
+    const at::Tensor n = image.unsqueeze(1).expand_as(yy);
+    // [S, 9, C] -> [S, C, 9], zero where a tap falls outside.
+    const at::Tensor v = map.index({n, at::indexing::Slice(), yy, xx});
+    return (v * inside.unsqueeze(2).to(v.scalar_type())).permute({0, 2, 1}).reshape(
+        {y.size(0), map.size(1), 3, 3});
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    const bool channels_last = ctx->saved_data["channels_last"].toBool();
+    auto [yy, xx, inside] = taps(saved[1], saved[2], sizes[2], sizes[3]);
+    const at::Tensor n = saved[0].unsqueeze(1).expand_as(yy);
+    const int64_t s = yy.size(0), c = sizes[1];
+    const at::Tensor g = grads[0].reshape({s, c, 9}).permute({0, 2, 1}) *
+                         inside.unsqueeze(2).to(grads[0].scalar_type());  // [S, 9, C]
+    at::Tensor grad = at::zeros(sizes, grads[0].options().memory_format(
+                                           channels_last ? at::MemoryFormat::ChannelsLast
+                                                         : at::MemoryFormat::Contiguous));
+    const c10::List<std::optional<at::Tensor>> where{n, std::nullopt, yy, xx};
+    grad.index_put_(where, g, /*accumulate=*/true);
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
 
 RPNHeadImpl::RPNHeadImpl(int64_t channels, int64_t num_anchors) {
   using torch::nn::Conv2d;
@@ -88,7 +142,15 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
     throw std::invalid_argument("RPN: expected " + std::to_string(options_.anchor_sizes.size()) +
                                 " feature levels, got " + std::to_string(features.size()));
   RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
-  auto [objectness, deltas] = head->forward(features);
+  // The head runs on the full maps without a graph: proposals need every location but no
+  // gradient. The losses look at a few hundred sampled anchors only, so they evaluate the head
+  // again at those cells alone (losses(), below): backward then keeps no map of the head and
+  // does no full-map convolution backward, and the pyramid levels need not be kept either.
+  std::vector<at::Tensor> objectness, deltas;
+  {
+    c10::NoGradGuard no_grad;
+    std::tie(objectness, deltas) = head->forward(features);
+  }
   const std::vector<at::Tensor> level_anchors = anchors(features);
   const std::vector<std::array<int64_t, 2>> strides = anchor_strides(features);
 
@@ -133,42 +195,29 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
     if (streams == nullptr) throw std::invalid_argument("RPN: training losses need sample streams");
     RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());
     auto [obj_loss, box_loss] =
-        losses(objectness, deltas, level_anchors, *targets, *streams, &out.num_sampled);
+        losses(features, level_anchors, *targets, *streams, &out.num_sampled);
     out.losses["loss_objectness"] = obj_loss;
     out.losses["loss_rpn_box_reg"] = box_loss;
   }
   return out;
 }
 
-std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>& objectness,
-                                                  const std::vector<at::Tensor>& deltas,
+std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>& features,
                                                   const std::vector<at::Tensor>& anchors,
                                                   const std::vector<ImageTargets>& targets,
                                                   SampleStreams& streams,
                                                   at::Tensor* num_sampled) const {
-  const int64_t n = objectness[0].size(0);
-  // Flatten every level in the anchors' order: location (y, x), then anchor. With channels-last
-  // outputs these permutes are free views.
-  std::vector<at::Tensor> obj_levels, delta_levels;
-  for (size_t l = 0; l < objectness.size(); ++l) {
-    const at::Tensor& o = objectness[l];
-    const at::Tensor& d = deltas[l];
-    const int64_t a = o.size(1), h = o.size(2), w = o.size(3);
-    obj_levels.push_back(o.permute({0, 2, 3, 1}).reshape({n, -1}));
-    delta_levels.push_back(
-        d.view({n, a, 4, h, w}).permute({0, 3, 4, 1, 2}).reshape({n, -1, 4}));
-  }
-  const at::Tensor obj_flat = at::cat(obj_levels, 1).reshape({-1});
-  const at::Tensor delta_flat = at::cat(delta_levels, 1).reshape({-1, 4});
+  const int64_t n = features[0].size(0);
+  const int64_t a = num_anchors_;
   const at::Tensor all_anchors = at::cat(anchors, 0);
   const int64_t total = all_anchors.size(0);
 
+  // ---- labels and samples, per image, over the anchors of every level (location-major) ------
   const ops::Matcher matcher(options_.fg_iou_threshold, options_.bg_iou_threshold,
                              /*allow_low_quality_matches=*/true);
   const ops::BalancedPositiveNegativeSampler sampler(options_.batch_size_per_image,
                                                      options_.positive_fraction);
   const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
-
   std::vector<at::Tensor> pos_index, neg_index, box_targets;
   for (int64_t i = 0; i < n; ++i) {
     const ImageTargets& t = targets[static_cast<size_t>(i)];
@@ -186,32 +235,80 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
     auto [pos, neg] = sampler(labels, streams.for_image(i));
     const at::Tensor pos_i = pos.nonzero().squeeze(1);
     const at::Tensor neg_i = neg.nonzero().squeeze(1);
-    if (pos_i.numel() > 0)
-      box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
-                                         all_anchors.index_select(0, pos_i)));
+    box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
+                                       all_anchors.index_select(0, pos_i)));
     pos_index.push_back(pos_i + i * total);
     neg_index.push_back(neg_i + i * total);
   }
+  // Sampled anchors as (image * total + anchor), positives first; the losses are sums and means
+  // over them, so their order does not matter.
   const at::Tensor pos_all = at::cat(pos_index);
   const at::Tensor sampled = at::cat({pos_all, at::cat(neg_index)});
-  *num_sampled = at::scalar_tensor(sampled.numel(), at::TensorOptions().dtype(at::kLong));
-  if (sampled.numel() == 0) {
-    const at::Tensor zero = full_precision(obj_flat.sum()) * 0 + full_precision(delta_flat.sum()) * 0;
+  const at::Tensor targets_pos = at::cat(box_targets);
+  const int64_t num_pos = pos_all.numel(), num = sampled.numel();
+  *num_sampled = at::scalar_tensor(num, at::TensorOptions().dtype(at::kLong));
+
+  // ---- the head's predictions at the sampled anchors only ---------------------------------
+  // At a sampled cell (n, y, x): t = relu(W_conv . patch3x3(level, n, y, x) + b_conv), then
+  // objectness of anchor a = W_cls[a] . t + b_cls[a] and its deltas W_bbox[4a..4a+3] . t + b:
+  // the head's convolutions evaluated where the loss looks, as matrix products. Gradients reach
+  // the weights and the pyramid levels exactly as through the full maps.
+  const int64_t channels = features[0].size(1);
+  const at::Tensor w_conv = head->conv->weight.reshape({channels, -1});  // [C, C * 9]
+  const at::Tensor b_conv = head->conv->bias;
+  const at::Tensor w_cls = head->cls_logits->weight.reshape({a, channels});
+  const at::Tensor b_cls = head->cls_logits->bias;
+  const at::Tensor w_box = head->bbox_pred->weight.reshape({a, 4, channels});
+  const at::Tensor b_box = head->bbox_pred->bias.view({a, 4});
+  const at::Tensor image = at::floor_divide(sampled, total);
+  const at::Tensor anchor = sampled - image * total;
+  std::vector<at::Tensor> logits, pred_deltas, label_parts, target_parts;
+  int64_t offset = 0;
+  for (const at::Tensor& c : features) {
+    const int64_t h = c.size(2), w = c.size(3), count = h * w * a;
+    const at::Tensor in_level = ((anchor >= offset) & (anchor < offset + count)).nonzero().squeeze(1);
+    const at::Tensor local = anchor.index_select(0, in_level) - offset;
+    offset += count;
+    if (in_level.numel() == 0) continue;
+    const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
+    const at::Tensor y = at::floor_divide(cell, w), x = cell - y * w;
+    // [S_l, C]: strided reads, no copy of the map whatever its memory format.
+    const at::Tensor patches =
+        full_precision(GatherPatches::apply(c, image.index_select(0, in_level), y, x));
+    const at::Tensor rows = at::addmm(b_conv.to(patches.scalar_type()),
+                                      patches.reshape({patches.size(0), -1}),
+                                      w_conv.to(patches.scalar_type()).t())
+                                .relu();
+    logits.push_back((rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
+                     b_cls.index_select(0, which).to(rows.scalar_type()));
+    const at::Tensor is_pos = in_level < num_pos;
+    label_parts.push_back(is_pos.to(rows.scalar_type()));
+    const at::Tensor pos_rows = is_pos.nonzero().squeeze(1);
+    if (pos_rows.numel() > 0) {
+      const at::Tensor pw = which.index_select(0, pos_rows);
+      pred_deltas.push_back(
+          at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),
+                  rows.index_select(0, pos_rows).unsqueeze(2))
+              .squeeze(2) +
+          b_box.index_select(0, pw).to(rows.scalar_type()));
+      target_parts.push_back(targets_pos.index_select(0, in_level.index_select(0, pos_rows)));
+    }
+  }
+  if (num == 0) {
+    const at::Tensor zero = full_precision(features[0].sum()) * 0;
     return {zero, zero};
   }
-  const at::Tensor logits = full_precision(obj_flat.index_select(0, sampled));
-  at::Tensor labels = at::zeros({sampled.numel()}, logits.options());
-  labels.slice(0, 0, pos_all.numel()).fill_(1.0);
-  const at::Tensor obj_loss = at::binary_cross_entropy_with_logits(logits, labels);
+  const at::Tensor all_logits = at::cat(logits);
+  const at::Tensor obj_loss =
+      at::binary_cross_entropy_with_logits(all_logits, at::cat(label_parts));
   at::Tensor box_loss;
-  if (pos_all.numel() > 0) {
-    const at::Tensor pred = full_precision(delta_flat.index_select(0, pos_all));
-    box_loss = at::smooth_l1_loss(pred, at::cat(box_targets).to(pred.scalar_type()),
-                                  at::Reduction::Sum,
-                                  options_.box_loss_beta) /
-               static_cast<double>(sampled.numel());
+  if (num_pos > 0) {
+    const at::Tensor pred = at::cat(pred_deltas);
+    box_loss = at::smooth_l1_loss(pred, at::cat(target_parts).to(pred.scalar_type()),
+                                  at::Reduction::Sum, options_.box_loss_beta) /
+               static_cast<double>(num);
   } else {
-    box_loss = full_precision(delta_flat.sum()) * 0;
+    box_loss = all_logits.sum() * 0;
   }
   return {obj_loss, box_loss};
 }

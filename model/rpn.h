@@ -4,6 +4,10 @@
 // training the anchor matching, balanced sampling and loss:
 //   loss_objectness  = binary cross-entropy over the sampled anchors (mean),
 //   loss_rpn_box_reg = smooth-L1 (beta) over the sampled positives / number sampled.
+// The head is evaluated twice: on the full maps without a graph (for the proposals), and at the
+// sampled anchors' cells only for the losses (3x3 patches times the convolution's weights): the
+// same values and gradients, but backward keeps no map of the head and computes no full-map
+// convolution gradient (the loss reads a few hundred cells of maps of up to 134,400 cells).
 //
 // Parameter names: head.conv.*, head.cls_logits.*, head.bbox_pred.*.
 // Thread-safety: as any torch::nn::Module; a forward call mutates the generators it is given.
@@ -30,7 +34,8 @@ class RPNHeadImpl : public torch::nn::Module {
  public:
   RPNHeadImpl(int64_t channels, int64_t num_anchors);
 
-  // Per level: objectness [N, A, H, W] and deltas [N, 4A, H, W].
+  // Per level: objectness [N, A, H, W] and deltas [N, 4A, H, W] (RPN calls it without a graph:
+  // its losses evaluate the same layers at the sampled anchors).
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> forward(
       const std::vector<at::Tensor>& features);
 
@@ -66,8 +71,8 @@ class RPNImpl : public torch::nn::Module {
   RPNHead head{nullptr};
 
  private:
-  std::pair<at::Tensor, at::Tensor> losses(const std::vector<at::Tensor>& objectness,
-                                           const std::vector<at::Tensor>& deltas,
+  // The two losses, the head evaluated at the sampled anchors' cells of `features`.
+  std::pair<at::Tensor, at::Tensor> losses(const std::vector<at::Tensor>& features,
                                            const std::vector<at::Tensor>& anchors,
                                            const std::vector<ImageTargets>& targets,
                                            SampleStreams& streams, at::Tensor* num_sampled) const;
