@@ -7,7 +7,8 @@ Sources (detected from the tensor names, or named with --source):
   detectron-resnet      a Detectron (Caffe2) ResNet ImageNet pickle (R-50.pkl, MSRA weights, the
                         MLPerf reference's pretrained backbone): the backbone.
 
-Batch norms become the model's frozen form, folded once here:
+Batch norms become the model's frozen form, folded once here (norms without running statistics are
+group norms and keep their affine, for backbone.norm = "group_norm"):
   scale = gamma / sqrt(running_var + eps),  bias = beta - running_mean * scale
 (Detectron pickles already hold scale and bias). eps defaults to 1e-5, torchvision's
 FrozenBatchNorm2d default; torchvision's COCO-trained maskrcnn_resnet50_fpn is evaluated with eps 0
@@ -114,6 +115,11 @@ def convert_torchvision_resnet(src, prefix, eps, used):
     def bn(name, dst):
         for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
             used.add(prefix + name + "." + k)
+        if prefix + name + ".running_mean" not in src and prefix + name + ".running_var" not in src:
+            # A group norm (affine only): the model's backbone.norm = "group_norm".
+            out[dst + ".norm.weight"] = src[prefix + name + ".weight"].float()
+            out[dst + ".norm.bias"] = src[prefix + name + ".bias"].float()
+            return
         out[dst + ".norm.scale"], out[dst + ".norm.bias"] = fold_bn(src, prefix + name + ".", eps)
 
     out["backbone.stem.conv1.weight"] = take("conv1.weight")

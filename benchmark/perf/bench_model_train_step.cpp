@@ -1,0 +1,266 @@
+// One Mask R-CNN training step: forward (losses), backward, SGD (momentum 0.9, weight decay 1e-4).
+//
+// Google Benchmark cases (synthetic shapes, seeded; threads from --mrcnn_threads, default 2):
+//   BM_TrainStep/small     ResNet-18-FPN with group norm, FPN 128, heads 256/128, 4 images of
+//                          128x128, 32 RoIs and 300 proposals per image: the demo's model.
+//   BM_TrainStep/r50_small MLPerf's ResNet-50-FPN at 2 images of 320x480 (minutes per
+//                          repetition on two cores is the full size's job, below).
+//
+// Driver mode, for benchmark/perf/compare_model_train_step.py (which runs torchvision's step on the
+// same inputs in another process, interleaved): --mrcnn_case=DIR with options.json,
+// weights.safetensors and batch.safetensors; --mrcnn_warmup=N (1), --mrcnn_steps=N (3),
+// --mrcnn_trace=PATH profiles one more step and writes its Chrome trace there (with
+// --mrcnn_profile_memory=1 the allocations too),
+// --mrcnn_report=PATH writes {"step_seconds": [...], "setup_rss_mb", "peak_rss_mb", ...}.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/optim/sgd.h>
+#include <torch/version.h>
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/mask_rcnn.h"
+#include "model/options_json.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace {
+
+using namespace mrcnn::model;
+
+int g_threads = 2;
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+double current_rss_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// Rectangles and triangles on noise, with their boxes and polygons; normalized-looking values.
+Batch synthetic_batch(int64_t n, int64_t h, int64_t w, int objects, int64_t num_classes, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  Batch b;
+  b.images = at::randn({n, 3, h, w}, gen) * 0.3;
+  b.image_sizes = at::tensor({h, w}, at::kLong).repeat({n, 1});
+  b.original_sizes = b.image_sizes.clone();
+  b.gt_boxes = at::zeros({n, objects, 4});
+  b.gt_labels = at::zeros({n, objects}, at::kLong);
+  b.gt_counts = at::full({n}, objects, at::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> coords;
+    std::vector<int64_t> polys{0}, insts{0};
+    for (int k = 0; k < objects; ++k) {
+      const at::Tensor u = at::rand({5}, gen);
+      const double bw = 16 + u[0].item<double>() * (w / 3.0), bh = 16 + u[1].item<double>() * (h / 3.0);
+      const double x1 = u[2].item<double>() * (w - bw - 1), y1 = u[3].item<double>() * (h - bh - 1);
+      b.images[i].slice(1, static_cast<int64_t>(y1), static_cast<int64_t>(y1 + bh))
+          .slice(2, static_cast<int64_t>(x1), static_cast<int64_t>(x1 + bw))
+          .fill_(u[4].item<double>() * 2 - 1);
+      b.gt_boxes[i][k] = at::tensor({x1, y1, x1 + bw, y1 + bh});
+      b.gt_labels[i][k] = 1 + (i + k) % (num_classes - 1);
+      coords.insert(coords.end(), {x1, y1, x1 + bw, y1, x1 + bw, y1 + bh, x1, y1 + bh});
+      polys.push_back(static_cast<int64_t>(coords.size()));
+      insts.push_back(static_cast<int64_t>(polys.size() - 1));
+    }
+    b.gt_polygons.push_back({at::tensor(coords, at::kDouble), at::tensor(polys, at::kLong),
+                             at::tensor(insts, at::kLong)});
+    b.image_ids.push_back(i + 1);
+  }
+  return b;
+}
+
+ModelOptions small_options() {
+  ModelOptions o;
+  o.num_classes = 11;
+  o.backbone.depth = 18;
+  o.backbone.norm = NormKind::kGroupNorm;
+  o.backbone.freeze_at = 0;
+  o.fpn.out_channels = 128;
+  o.rpn.pre_nms_top_n_train = 600;
+  o.rpn.post_nms_top_n_train = 300;
+  o.rpn.post_nms_per_batch_train = false;
+  o.box_head.representation_size = 256;
+  o.box_head.batch_size_per_image = 32;
+  o.mask_head.conv_channels = 128;
+  o.mask_head.num_convs = 2;
+  o.channels_last = true;
+  return o;
+}
+
+struct Trainer {
+  MaskRCNN model;
+  torch::optim::SGD sgd;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
+  std::map<std::string, int64_t> counts;  // of the last step
+
+  explicit Trainer(MaskRCNN m)
+      : model(std::move(m)),
+        sgd(trainable(model), torch::optim::SGDOptions(0.002).momentum(0.9).weight_decay(1e-4)) {}
+
+  static std::vector<at::Tensor> trainable(const MaskRCNN& m) {
+    std::vector<at::Tensor> p;
+    for (const auto& t : m->parameters())
+      if (t.requires_grad()) p.push_back(t);
+    return p;
+  }
+
+  double step(const Batch& batch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sgd.zero_grad();
+    at::Tensor loss;
+    {
+      RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());
+      const TrainOutput out = model->forward_train(batch, gen);
+      loss = out.total();
+      for (const auto& [name, c] : out.counts) counts[name] = c.item<int64_t>();
+    }
+    {
+      RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
+      loss.backward();
+    }
+    {
+      RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
+      sgd.step();
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+void BM_TrainStep(benchmark::State& state, ModelOptions options, int64_t n, int64_t h, int64_t w) {
+  at::set_num_threads(g_threads);
+  Trainer t(MaskRCNN(options, at::make_generator<at::CPUGeneratorImpl>(7)));
+  const Batch batch = synthetic_batch(n, h, w, 4, options.num_classes, 11);
+  t.step(batch);  // warm-up: oneDNN primitives, allocator
+  for (auto _ : state) t.step(batch);
+  state.counters["images_per_s"] = benchmark::Counter(
+      static_cast<double>(n) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["peak_rss_mb"] = peak_rss_mb();
+  state.counters["threads"] = g_threads;
+}
+
+Batch read_batch(const std::string& path) {
+  const TensorFile f = read_safetensors(path);
+  auto need = [&](const std::string& name) -> const at::Tensor& {
+    const auto it = f.tensors.find(name);
+    if (it == f.tensors.end()) throw std::runtime_error(path + ": no tensor '" + name + "'");
+    return it->second;
+  };
+  Batch b;
+  b.images = need("images");
+  b.image_sizes = need("image_sizes");
+  b.original_sizes = b.image_sizes.clone();
+  b.gt_boxes = need("gt_boxes");
+  b.gt_labels = need("gt_labels");
+  b.gt_counts = need("gt_counts");
+  for (int64_t i = 0; i < b.size(); ++i) {
+    const std::string p = "gt_polygons." + std::to_string(i) + ".";
+    b.gt_polygons.push_back({need(p + "coords"), need(p + "poly_offsets"), need(p + "instance_offsets")});
+    b.image_ids.push_back(i + 1);
+  }
+  return b;
+}
+
+int drive(const std::map<std::string, std::string>& flags) {
+  at::set_num_threads(g_threads);
+  const std::string dir = flags.at("case");
+  std::ifstream opt_in(dir + "/options.json");
+  if (!opt_in) throw std::runtime_error("cannot read " + dir + "/options.json");
+  const ModelOptions options = model_options_from_json(nlohmann::json::parse(opt_in));
+  MaskRCNN model(options, at::make_generator<at::CPUGeneratorImpl>(7));
+  load_weights(*model, dir + "/weights.safetensors");
+  Trainer t(model);
+  const Batch batch = read_batch(dir + "/batch.safetensors");
+  const double setup_rss = current_rss_mb();
+  const int warmup = flags.count("warmup") ? std::stoi(flags.at("warmup")) : 1;
+  const int steps = flags.count("steps") ? std::stoi(flags.at("steps")) : 3;
+  for (int i = 0; i < warmup; ++i) t.step(batch);
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) times.push_back(t.step(batch));
+  const double peak = peak_rss_mb();
+  if (flags.count("trace")) {
+    using namespace torch::autograd::profiler;
+    const bool memory = flags.count("profile_memory") && flags.at("profile_memory") == "1";
+    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
+                                                       /*report_input_shapes=*/false,
+                                                       /*profile_memory=*/memory);
+    const std::set<torch::profiler::impl::ActivityType> cpu{torch::profiler::impl::ActivityType::CPU};
+    prepareProfiler(config, cpu);
+    enableProfiler(config, cpu);
+    t.step(batch);
+    disableProfiler()->save(flags.at("trace"));
+  }
+  nlohmann::json report = {{"step_seconds", times},
+                           {"setup_rss_mb", setup_rss},
+                           {"peak_rss_mb", peak},
+                           {"threads", at::get_num_threads()},
+                           {"images", batch.size()},
+                           {"counts", t.counts}};
+  if (flags.count("report")) {
+    std::ofstream out(flags.at("report"));
+    out << report.dump(2) << "\n";
+  } else {
+    std::printf("%s\n", report.dump(2).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Our flags first (--mrcnn_<name>=<value>); the rest goes to Google Benchmark.
+  std::map<std::string, std::string> flags;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--mrcnn_", 0) == 0 && a.find('=') != std::string::npos) {
+      flags[a.substr(8, a.find('=') - 8)] = a.substr(a.find('=') + 1);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (flags.count("threads")) g_threads = std::stoi(flags["threads"]);
+  try {
+    if (flags.count("case")) return drive(flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_model_train_step: error: %s\n", e.what());
+    return 1;
+  }
+  benchmark::RegisterBenchmark("BM_TrainStep/small", BM_TrainStep, small_options(), 4, 128, 128)
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(5.0);
+  ModelOptions r50;
+  r50.channels_last = true;
+  benchmark::RegisterBenchmark("BM_TrainStep/r50_small", BM_TrainStep, r50, 2, 320, 480)
+      ->Unit(benchmark::kSecond)
+      ->Iterations(2);
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 1;
+#ifndef NDEBUG
+  std::fprintf(stderr, "WARNING: assertions are enabled (no NDEBUG): timings may be pessimistic\n");
+#endif
+  if (g_threads < 2) std::fprintf(stderr, "WARNING: one intra-op thread\n");
+  std::fprintf(stderr, "mrcnn: %d intra-op threads, LibTorch %s\n", g_threads, TORCH_VERSION);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""One Mask R-CNN training step, ours against torchvision's, in one run.
+
+Ours: the C++ network (bench_model_train_step in driver mode). Peer: torchvision's MaskRCNN
+training step in Python (model(images, targets), backward, torch.optim.SGD) on the same LibTorch.
+Both sides get the same weights (torchvision's random initialization, batch-norm statistics
+measured on the inputs, converted by model/tools/convert_weights.py), the same inputs (normalized
+images with rectangles, their boxes, labels and polygons; torchvision gets the polygons
+rasterized), the same hyperparameters (model::torchvision_options), the same SGD (lr 0.002,
+momentum 0.9, weight decay 1e-4) and the same intra-op thread count. Our layout switch
+(channels-last) is on: it is part of what is compared.
+
+Each repetition runs torchvision, then ours, each in its own process (so that peak RSS is
+comparable), each doing --warmup steps and then --steps timed steps; with --lock the pair holds
+/tmp/mrcnn-cpu.lock exclusively. Reported: median step time and images/s per side, the ratio,
+peak RSS (and RSS after setup, before the first step), and where the time goes: one more profiled
+step per side, broken down by stage (forward scopes) and by autograd node (backward).
+
+Configurations:
+  full   ResNet-50-FPN (frozen batch norm, stem and res2 frozen), 2 images of 800x1333
+         (padded 800x1344), 8 objects each: MLPerf's training step. Tens of seconds a step on two
+         cores: few repetitions.
+  small  ResNet-18-FPN with group norm, FPN 128, box head 256, mask head 2 x 128, 4 images of
+         128x128, 300 proposals and 32 RoIs per image: the demo's small model.
+
+Usage: compare_model_train_step.py [--config full|small|both] [--reps N] [--steps N] [--warmup N]
+           [--threads N] [--build DIR] [--lock] [--json OUT]
+"""
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "model" / "tools"))
+import convert_weights  # noqa: E402
+import safetensors_io  # noqa: E402
+
+CONFIGS = {
+    "full": dict(depth=50, norm="frozen_bn", images=2, height=800, width=1333, objects=8,
+                 classes=81, fpn=256, representation=1024, mask_layers=4, mask_channels=256,
+                 pre_nms=2000, post_nms=2000, rois=512, reps=3, steps=1, warmup=1),
+    "small": dict(depth=18, norm="group_norm", images=4, height=128, width=128, objects=4,
+                  classes=11, fpn=128, representation=256, mask_layers=2, mask_channels=128,
+                  pre_nms=600, post_nms=300, rois=32, reps=5, steps=5, warmup=2),
+}
+SEED = 1
+
+
+# ---- the torchvision model of a configuration --------------------------------------------------
+
+def torchvision_model(cfg):
+    import torchvision
+    from torchvision.models.detection import MaskRCNN
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+    from torchvision.ops import misc
+
+    torch.manual_seed(SEED)
+    if cfg["norm"] == "frozen_bn":
+        norm = misc.FrozenBatchNorm2d
+    else:
+        def norm(c):
+            return torch.nn.GroupNorm(32, c)
+    body = getattr(torchvision.models, f"resnet{cfg['depth']}")(weights=None, norm_layer=norm)
+    if cfg["norm"] == "frozen_bn":  # maskrcnn_resnet50_fpn's trainable_layers=3
+        for name, p in body.named_parameters():
+            if not name.startswith(("layer2", "layer3", "layer4")):
+                p.requires_grad_(False)
+    c2 = 256 if cfg["depth"] >= 50 else 64
+    backbone = BackboneWithFPN(body, {f"layer{k}": str(k - 1) for k in range(1, 5)},
+                               [c2, 2 * c2, 4 * c2, 8 * c2], cfg["fpn"])
+    r = cfg["representation"]
+    model = MaskRCNN(
+        backbone, num_classes=None, min_size=cfg["height"], max_size=cfg["width"],
+        image_mean=[0.0, 0.0, 0.0], image_std=[1.0, 1.0, 1.0], _skip_resize=True,
+        rpn_pre_nms_top_n_train=cfg["pre_nms"], rpn_post_nms_top_n_train=cfg["post_nms"],
+        box_batch_size_per_image=cfg["rois"],
+        box_head=TwoMLPHead(cfg["fpn"] * 49, r), box_predictor=FastRCNNPredictor(r, cfg["classes"]),
+        mask_head=MaskRCNNHeads(cfg["fpn"], [cfg["mask_channels"]] * cfg["mask_layers"], 1),
+        mask_predictor=MaskRCNNPredictor(cfg["mask_channels"], cfg["mask_channels"], cfg["classes"]))
+    return model
+
+
+def calibrate_frozen_bn(model, images):
+    """Batch-norm statistics measured on the inputs (random affines): activations of order one
+    through the network, as with pretrained weights (random statistics would blow them up)."""
+    from torchvision.ops import misc
+    g = torch.Generator().manual_seed(SEED + 1)
+
+    def hook(module, inputs):
+        x = inputs[0].detach()
+        c = x.shape[1]
+        module.running_mean.copy_(x.mean((0, 2, 3)))
+        module.running_var.copy_(x.var((0, 2, 3)) + 1e-3)
+        module.weight.copy_(0.5 + torch.rand(c, generator=g))
+        module.bias.copy_(0.2 * torch.randn(c, generator=g))
+
+    hooks = [m.register_forward_pre_hook(hook) for m in model.modules()
+             if isinstance(m, misc.FrozenBatchNorm2d)]
+    with torch.no_grad():
+        model.backbone.body(images)
+    for h in hooks:
+        h.remove()
+
+
+def our_options(cfg):
+    return {"num_classes": cfg["classes"],
+            "backbone": {"depth": cfg["depth"], "norm": cfg["norm"], "stride_in_1x1": False,
+                         "freeze_at": 2 if cfg["norm"] == "frozen_bn" else 0},
+            "fpn": {"out_channels": cfg["fpn"]},
+            "rpn": {"anchor_strides": [], "straddle_threshold": -1.0,
+                    "proposals_inside_image": False, "post_nms_per_batch_train": False,
+                    "min_size": 1e-3, "pre_nms_top_n_train": cfg["pre_nms"],
+                    "post_nms_top_n_train": cfg["post_nms"]},
+            "box_head": {"box_loss_beta": 1.0 / 9, "min_size": 1e-2,
+                         "representation_size": cfg["representation"],
+                         "batch_size_per_image": cfg["rois"]},
+            "mask_head": {"conv_channels": cfg["mask_channels"], "num_convs": cfg["mask_layers"]},
+            "sampling_streams": "shared", "mask_padding": False, "channels_last": True}
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+
+def make_inputs(cfg):
+    import pycocotools.mask as mask_utils
+    g = torch.Generator().manual_seed(SEED + 2)
+    n, h, w, k = cfg["images"], cfg["height"], cfg["width"], cfg["objects"]
+    hp, wp = -(-h // 32) * 32, -(-w // 32) * 32
+    images = torch.zeros(n, 3, hp, wp)
+    images[:, :, :h, :w] = 0.3 * torch.randn(n, 3, h, w, generator=g)
+    batch = {"image_sizes": torch.tensor([[h, w]] * n), "gt_counts": torch.full((n,), k),
+             "gt_boxes": torch.zeros(n, k, 4), "gt_labels": torch.zeros(n, k, dtype=torch.int64)}
+    targets = []
+    for i in range(n):
+        boxes, polys, masks = [], [], []
+        for j in range(k):
+            u = torch.rand(5, generator=g, dtype=torch.float64).tolist()
+            bw, bh = 16 + u[0] * w / 3, 16 + u[1] * h / 3
+            x1, y1 = u[2] * (w - bw - 1), u[3] * (h - bh - 1)
+            x2, y2 = x1 + bw, y1 + bh
+            images[i, :, int(y1):int(y2), int(x1):int(x2)] = 2 * u[4] - 1
+            poly = [x1, y1, x2, y1, x1, y2] if j % 2 else [x1, y1, x2, y1, x2, y2, x1, y2]
+            boxes.append([x1, y1, x2, y2])
+            polys.append(poly)
+            masks.append(mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects([poly], h, w))))
+        labels = torch.tensor([1 + (i + j) % (cfg["classes"] - 1) for j in range(k)])
+        batch["gt_boxes"][i] = torch.tensor(boxes)
+        batch["gt_labels"][i] = labels
+        batch[f"gt_polygons.{i}.coords"] = torch.tensor([c for p in polys for c in p], dtype=torch.float64)
+        batch[f"gt_polygons.{i}.poly_offsets"] = torch.tensor([0] + np.cumsum([len(p) for p in polys]).tolist())
+        batch[f"gt_polygons.{i}.instance_offsets"] = torch.arange(k + 1)
+        targets.append({"boxes": torch.tensor(boxes, dtype=torch.float32), "labels": labels,
+                        "masks": torch.from_numpy(np.stack(masks))})
+    batch["images"] = images
+    return batch, targets
+
+
+def prepare(cfg, workdir):
+    """Writes the case: options.json, weights.safetensors, batch.safetensors (ours) and tv.pt."""
+    batch, targets = make_inputs(cfg)
+    model = torchvision_model(cfg)
+    if cfg["norm"] == "frozen_bn":
+        calibrate_frozen_bn(model, batch["images"])
+    state = model.state_dict()
+    torch.save(state, workdir / "tv_state.pth")
+    src = {k: v for k, v in state.items()}
+    out = convert_weights.convert(src, "torchvision-maskrcnn", 1e-5, False)
+    safetensors_io.save(workdir / "weights.safetensors", out)
+    safetensors_io.save(workdir / "batch.safetensors", batch)
+    (workdir / "options.json").write_text(json.dumps(our_options(cfg)))
+    h, w = cfg["height"], cfg["width"]
+    torch.save({"cfg": cfg, "images": [batch["images"][i, :, :h, :w].clone() for i in range(cfg["images"])],
+                "targets": targets}, workdir / "tv.pt")
+
+
+# ---- the torchvision worker (a separate process) ------------------------------------------------
+
+def current_rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def torchvision_worker(args):
+    torch.set_num_threads(args.threads)
+    case = pathlib.Path(args.case)
+    data = torch.load(case / "tv.pt", weights_only=False)
+    cfg = data["cfg"]
+    model = torchvision_model(cfg)
+    model.load_state_dict(torch.load(case / "tv_state.pth"))
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    sgd = torch.optim.SGD(params, lr=0.002, momentum=0.9, weight_decay=1e-4)
+    images, targets = data["images"], data["targets"]
+    from torch.profiler import record_function
+
+    def scoped(module, name):
+        forward = module.forward
+
+        def wrapped(*a, **kw):
+            with record_function(name):
+                return forward(*a, **kw)
+        module.forward = wrapped
+
+    # The same scopes as the C++ network's RECORD_FUNCTION names.
+    scoped(model.backbone.body, "mrcnn::backbone")
+    scoped(model.backbone.fpn, "mrcnn::fpn")
+    scoped(model.rpn, "mrcnn::rpn")
+    rh = model.roi_heads
+    for m in (rh.box_roi_pool, rh.box_head, rh.box_predictor):
+        scoped(m, "mrcnn::roi_box")
+    for m in (rh.mask_roi_pool, rh.mask_head, rh.mask_predictor):
+        scoped(m, "mrcnn::roi_mask")
+    select = rh.select_training_samples
+
+    def select_scoped(*a, **kw):
+        with record_function("mrcnn::roi_sampling"):
+            return select(*a, **kw)
+    rh.select_training_samples = select_scoped
+    from torchvision.models.detection import roi_heads as tv_roi_heads
+    project = tv_roi_heads.project_masks_on_boxes
+
+    def project_scoped(*a, **kw):
+        with record_function("mrcnn::mask_targets"):
+            return project(*a, **kw)
+    tv_roi_heads.project_masks_on_boxes = project_scoped
+
+    def step():
+        t0 = time.perf_counter()
+        sgd.zero_grad()
+        with record_function("mrcnn::forward"):
+            loss = sum(model(images, targets).values())
+        with record_function("mrcnn::backward"):
+            loss.backward()
+        with record_function("mrcnn::optimizer"):
+            sgd.step()
+        return time.perf_counter() - t0
+
+    setup_rss = current_rss_mb()
+    for _ in range(args.warmup):
+        step()
+    times = [step() for _ in range(args.steps)]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.trace:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            step()
+        prof.export_chrome_trace(args.trace)
+    report = {"step_seconds": times, "setup_rss_mb": setup_rss, "peak_rss_mb": peak,
+              "threads": torch.get_num_threads(), "images": len(images)}
+    pathlib.Path(args.report).write_text(json.dumps(report))
+
+
+# ---- the driver --------------------------------------------------------------------------------
+
+def run_side(side, case, args, steps, warmup, trace=None):
+    report = case / f"report_{side}.json"
+    if side == "torchvision":
+        cmd = [sys.executable, __file__, "--worker", "torchvision", "--case", str(case),
+               "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads),
+               "--report", str(report)]
+        if trace:
+            cmd += ["--trace", str(trace)]
+    else:
+        cmd = [str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_steps={steps}",
+               f"--mrcnn_warmup={warmup}", f"--mrcnn_threads={args.threads}",
+               f"--mrcnn_report={report}"]
+        if trace:
+            cmd.append(f"--mrcnn_trace={trace}")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{side} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return json.loads(report.read_text())
+
+
+@contextlib.contextmanager
+def cpu_lock(enabled):
+    if not enabled:
+        yield
+        return
+    with open("/tmp/mrcnn-cpu.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def breakdown(trace_path):
+    """Seconds per forward scope (mrcnn::*) and per autograd node in a Chrome trace."""
+    events = json.loads(pathlib.Path(trace_path).read_text())["traceEvents"]
+    scopes, nodes = {}, {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        name, dur = e.get("name", ""), e.get("dur", 0) / 1e6
+        if name.startswith("mrcnn::"):
+            scopes[name] = scopes.get(name, 0.0) + dur
+        elif name.startswith("autograd::engine::evaluate_function: "):
+            node = name.split(": ", 1)[1]
+            nodes[node] = nodes.get(node, 0.0) + dur
+    return scopes, nodes
+
+
+def environment(args):
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    import torchvision
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads,
+            "torch": torch.__version__, "torchvision": torchvision.__version__,
+            "python": platform.python_version(), "bench": str(args.bench),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def compare(name, cfg, args, workdir):
+    case = workdir / name
+    case.mkdir()
+    prepare(cfg, case)
+    reps = args.reps or cfg["reps"]
+    steps = args.steps or cfg["steps"]
+    warmup = args.warmup if args.warmup is not None else cfg["warmup"]
+    runs = {"torchvision": [], "ours": []}
+    for rep in range(reps):
+        with cpu_lock(args.lock):
+            for side in ("torchvision", "ours"):
+                runs[side].append(run_side(side, case, args, steps, warmup))
+                r = runs[side][-1]
+                print(f"  [{name} rep {rep + 1}/{reps}] {side:11s} step "
+                      f"{statistics.median(r['step_seconds']):8.3f} s  peak RSS {r['peak_rss_mb']:7.0f} MB",
+                      flush=True)
+    traces = {}
+    with cpu_lock(args.lock):
+        for side in ("torchvision", "ours"):
+            traces[side] = case / f"trace_{side}.json"
+            run_side(side, case, args, 1, 1, trace=traces[side])
+    result = {"config": cfg, "reps": reps, "steps_per_rep": steps, "warmup": warmup}
+    for side, rs in runs.items():
+        step = statistics.median([statistics.median(r["step_seconds"]) for r in rs])
+        result[side] = {"step_seconds": step, "images_per_second": cfg["images"] / step,
+                        "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs),
+                        "setup_rss_mb": statistics.median(r["setup_rss_mb"] for r in rs),
+                        "all_step_seconds": [r["step_seconds"] for r in rs]}
+        result[side]["scopes"], result[side]["autograd"] = breakdown(traces[side])
+    t, o = result["torchvision"], result["ours"]
+    result["speedup"] = o["images_per_second"] / t["images_per_second"]
+    result["peak_rss_ratio"] = o["peak_rss_mb"] / t["peak_rss_mb"]
+    return result
+
+
+def print_result(name, r):
+    t, o = r["torchvision"], r["ours"]
+    print(f"\n== {name}: {r['config']['images']} images of {r['config']['height']}x{r['config']['width']}, "
+          f"ResNet-{r['config']['depth']} ({r['config']['norm']}), medians of {r['reps']} runs x "
+          f"{r['steps_per_rep']} steps after {r['warmup']} warm-up")
+    print(f"{'':24s}{'torchvision':>14s}{'ours':>14s}{'ours/tv':>10s}")
+    print(f"{'step (s)':24s}{t['step_seconds']:14.3f}{o['step_seconds']:14.3f}"
+          f"{o['step_seconds'] / t['step_seconds']:10.2f}")
+    print(f"{'images/s':24s}{t['images_per_second']:14.3f}{o['images_per_second']:14.3f}{r['speedup']:10.2f}")
+    print(f"{'peak RSS (MB)':24s}{t['peak_rss_mb']:14.0f}{o['peak_rss_mb']:14.0f}{r['peak_rss_ratio']:10.2f}")
+    print(f"{'RSS after setup (MB)':24s}{t['setup_rss_mb']:14.0f}{o['setup_rss_mb']:14.0f}")
+    print("where the time goes (one profiled step, seconds, inclusive):")
+    names = sorted(set(t["scopes"]) | set(o["scopes"]))
+    for n in names:
+        print(f"  {n:28s}{t['scopes'].get(n, 0):10.3f}{o['scopes'].get(n, 0):10.3f}")
+    top = sorted(set(t["autograd"]) | set(o["autograd"]),
+                 key=lambda n: -max(t["autograd"].get(n, 0), o["autograd"].get(n, 0)))[:12]
+    print("  backward, by autograd node:")
+    for n in top:
+        print(f"    {n[:40]:40s}{t['autograd'].get(n, 0):10.3f}{o['autograd'].get(n, 0):10.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", choices=["full", "small", "both"], default="both")
+    p.add_argument("--reps", type=int)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--build", default=str(REPO / "build"))
+    p.add_argument("--lock", action="store_true", help="hold /tmp/mrcnn-cpu.lock per pair of runs")
+    p.add_argument("--json", help="write the results here")
+    # worker mode
+    p.add_argument("--worker", choices=["torchvision"])
+    p.add_argument("--case")
+    p.add_argument("--report")
+    p.add_argument("--trace")
+    args = p.parse_args()
+    if args.worker:
+        return torchvision_worker(args)
+    args.bench = pathlib.Path(args.build) / "benchmark" / "perf" / "bench_model_train_step"
+    if not args.bench.exists():
+        raise SystemExit(f"{args.bench} not found: build bench_model_train_step first")
+    env = environment(args)
+    print("environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
+    results = {"environment": env}
+    names = ["small", "full"] if args.config == "both" else [args.config]
+    with tempfile.TemporaryDirectory(prefix="mrcnn-train-step-") as d:
+        for name in names:
+            results[name] = compare(name, CONFIGS[name], args, pathlib.Path(d))
+            print_result(name, results[name])
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
