@@ -382,7 +382,8 @@ def print_result(name, r):
                  key=lambda n: -max(t["autograd"].get(n, 0), o["autograd"].get(n, 0)))[:12]
     print("  backward, by autograd node:")
     for n in top:
-        print(f"    {n[:40]:40s}{t['autograd'].get(n, 0):10.3f}{o['autograd'].get(n, 0):10.3f}")
+        short = n.replace("torch::autograd::CppNode<", "").rstrip(">").split("::")[-1]
+        print(f"    {short[:40]:40s}{t['autograd'].get(n, 0):10.3f}{o['autograd'].get(n, 0):10.3f}")
 
 
 def main():
