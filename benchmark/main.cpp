@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "logging/check_command.h"
+#include "logging/console.h"
 // A command is compiled in when its library is part of the build (MRCNN_<LIB>=1 from CMake).
 #if MRCNN_EVAL && __has_include("eval/coco_eval_command.h")
 #define MRCNN_CMD_COCO_EVAL 1
@@ -75,7 +76,7 @@ int main(int argc, char** argv) {
     try {
       return c.main(argc - 1, argv + 1);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, mrcnn::logging::error_text(e).c_str());
       return 1;
     }
   }

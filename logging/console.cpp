@@ -36,8 +36,11 @@ void setup_console(const ConsoleOptions& options) {
   const Level level = quiet_rank && options.level < Level::kWarn ? Level::kWarn : options.level;
   logger->set_level(to_spdlog(level));
   logger->flush_on(spdlog::level::info);
+  // Replaces the previous default logger (whose registry entry is dropped first: spdlog resets
+  // the default when a logger of the default's name is dropped).
+  if (auto previous = spdlog::default_logger(); previous && previous->name() != logger->name())
+    spdlog::drop(previous->name());
   spdlog::set_default_logger(logger);
-  spdlog::drop(logger->name());  // keep only the default reference; a new setup replaces it
 }
 
 Level parse_level(std::string_view name) {
@@ -53,6 +56,15 @@ Level parse_level(std::string_view name) {
 
 void log(Level level, std::string_view message) {
   spdlog::default_logger_raw()->log(to_spdlog(level), "{}", message);
+}
+
+std::string error_text(const std::exception& e) {
+  std::string s = e.what();
+  // c10::Error: "<message>\nException raised from <function> at <file>:<line> (most recent call
+  // first):\nframe #0: ..." -- keep the message.
+  const auto cut = s.find("\nException raised from ");
+  if (cut != std::string::npos) s.erase(cut);
+  return s;
 }
 
 std::string strprintf(const char* format, ...) {

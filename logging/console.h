@@ -7,6 +7,7 @@
 // stderr with the default settings).
 #pragma once
 
+#include <exception>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,10 @@ inline void debug(std::string_view m) { log(Level::kDebug, m); }
 inline void info(std::string_view m) { log(Level::kInfo, m); }
 inline void warn(std::string_view m) { log(Level::kWarn, m); }
 inline void error(std::string_view m) { log(Level::kError, m); }
+
+// The message of an exception for a person: LibTorch's c10::Error carries a C++ backtrace in
+// what(); this returns its first line (the message and its source location) only.
+std::string error_text(const std::exception& e);
 
 // printf-style formatting into a std::string (format checked by the compiler).
 std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));

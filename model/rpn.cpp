@@ -59,11 +59,14 @@ struct GatherPatches : public torch::autograd::Function<GatherPatches> {
     const int64_t s = yy.size(0), c = sizes[1];
     const at::Tensor g = grads[0].reshape({s, c, 9}).permute({0, 2, 1}) *
                          inside.unsqueeze(2).to(grads[0].scalar_type());  // [S, 9, C]
-    at::Tensor grad = at::zeros(sizes, grads[0].options().memory_format(
-                                           channels_last ? at::MemoryFormat::ChannelsLast
-                                                         : at::MemoryFormat::Contiguous));
-    const c10::List<std::optional<at::Tensor>> where{n, std::nullopt, yy, xx};
-    grad.index_put_(where, g, /*accumulate=*/true);
+    // Scatter-add into an NHWC buffer viewed as [N*H*W, C] with index_add_, which sums the
+    // contributions to one cell in index order whatever the thread count (index_put_ with
+    // accumulate adds them concurrently on the CPU, in an order that varies from run to run).
+    const at::Tensor cell = ((n * sizes[2] + yy) * sizes[3] + xx).reshape({-1});  // [S*9]
+    at::Tensor nhwc = at::zeros({sizes[0] * sizes[2] * sizes[3], c}, grads[0].options());
+    nhwc.index_add_(0, cell, g.reshape({s * 9, c}));
+    at::Tensor grad = nhwc.view({sizes[0], sizes[2], sizes[3], c}).permute({0, 3, 1, 2});  // channels-last
+    if (!channels_last) grad = grad.contiguous();
     return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

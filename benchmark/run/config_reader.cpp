@@ -161,6 +161,12 @@ const Json& ConfigReader::raw(const std::string& key) { return at(key); }
 
 void ConfigReader::ignore(const std::string& key) { read_.insert(key); }
 
+std::vector<std::pair<std::string, const Json*>> ConfigReader::raw_keys() const {
+  std::vector<std::pair<std::string, const Json*>> out;
+  for (const auto& [k, v] : node_->items()) out.emplace_back(k, &v);
+  return out;
+}
+
 void ConfigReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : node_->items())

@@ -58,6 +58,9 @@ class ConfigReader {
   // description).
   const Json& raw(const std::string& key);
 
+  // The keys and values of this object, in file order (for maps keyed by data, not by name).
+  std::vector<std::pair<std::string, const Json*>> raw_keys() const;
+
   // Marks a key as read without reading it (documentation-only keys such as "comment").
   void ignore(const std::string& key);
   // Throws ConfigError listing the keys of this object that were never read.

@@ -60,7 +60,8 @@ class Scorer {
   // Called for every validation batch of epoch `epoch`, in order, from the training thread.
   virtual void add(int64_t epoch, const std::vector<model::Detections>& detections) = 0;
   // Hands the epoch's detections to the background; `done` is called on a background thread
-  // when the score is known (or with an exception). Must not block.
+  // when the score is known (or with an exception), epoch after epoch in the order submitted,
+  // one call at a time. Must not block.
   virtual void finish_epoch(int64_t epoch, std::function<void(int64_t epoch, std::exception_ptr error,
                                                               const Accuracy& accuracy)> done) = 0;
   // Blocks until every submitted epoch has been scored and its callback has returned.

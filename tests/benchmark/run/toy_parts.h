@@ -87,7 +87,12 @@ class ToyScorer final : public Scorer {
   void add(int64_t, const std::vector<model::Detections>& d) override { images_ += static_cast<int64_t>(d.size()); }
   void finish_epoch(int64_t epoch, std::function<void(int64_t, std::exception_ptr, const Accuracy&)> done) override {
     std::lock_guard lock(mutex_);
-    threads_.emplace_back([this, epoch, done] {
+    // Scores arrive in epoch order, as a Scorer promises: each job waits for the one before.
+    threads_.reserve(64);  // `previous` must stay valid (no reallocation while jobs run)
+    if (threads_.size() >= 64) throw std::logic_error("ToyScorer: at most 64 epochs");
+    std::thread* previous = threads_.empty() ? nullptr : &threads_.back();
+    threads_.emplace_back([this, epoch, done, previous] {
+      if (previous != nullptr) previous->join();
       Accuracy a;
       a.started = std::chrono::steady_clock::now();
       std::this_thread::sleep_for(delay_);
@@ -104,7 +109,7 @@ class ToyScorer final : public Scorer {
       std::lock_guard lock(mutex_);
       ts.swap(threads_);
     }
-    for (auto& t : ts) t.join();
+    if (!ts.empty()) ts.back().join();  // joins the chain: each job joined the one before it
   }
   int64_t images_ = 0;
 

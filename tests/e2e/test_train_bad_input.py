@@ -1,0 +1,59 @@
+"""Bad input to `mlperf-maskrcnn train` is one clear error before run_start, exit status 2, and
+nothing written that could pass for a result."""
+import json
+import pathlib
+
+import mrcnn_testenv as env
+
+SYSTEM = env.SOURCE_DIR / "systems" / "cpu-dev.json"
+
+
+def expect_refused(name, cmd, needle, out_dir):
+    p = env.run([env.mlperf_maskrcnn(), "train", *cmd])
+    assert p.returncode == 2, f"{name}: exit {p.returncode}\n{p.stderr}"
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    # One error; a list of broken rules may follow it as "  - " lines.
+    assert lines and "error" in lines[0] and all(l.startswith("  - ") for l in lines[1:]), \
+        f"{name}: expected one error, got\n{p.stderr}"
+    assert needle in p.stderr, f"{name}: '{needle}' not in: {p.stderr}"
+    assert "Traceback" not in p.stderr and "terminate called" not in p.stderr
+    assert not any(pathlib.Path(out_dir).rglob("mlperf_log.txt")), f"{name}: a log was written"
+    print(f"{name:28s} -> {lines[0]}")
+
+
+def main():
+    with env.scratch_dir("bad-input") as tmp:
+        tmp = pathlib.Path(tmp)
+        data = tmp / "data"
+        assert env.run([env.mlperf_maskrcnn(), "synth", "--out", data, "--train", "4", "--val", "2", "--quiet"]).returncode == 0
+        out = tmp / "out"
+        base = ["--system", SYSTEM, "--out", out, "--set", f'run.data_dir="{data}"']
+        expect_refused("missing dataset", ["--system", SYSTEM, "--out", out, "--set", 'run.data_dir="/nonexistent/coco"'],
+                       "/nonexistent/coco", out)
+        bad_json = tmp / "bad.json"
+        bad_json.write_text(SYSTEM.read_text()[:500])
+        expect_refused("malformed system JSON", ["--system", bad_json, "--out", out], "bad.json", out)
+        expect_refused("unknown --set key", base + ["--set", "run.max_epoch=3"], "run.max_epoch", out)
+        expect_refused("wrong --set type", base + ["--set", "run.max_epochs=\"many\""], "run.max_epochs", out)
+        expect_refused("impossible value", base + ["--set", "run.max_epochs=0"], "run.max_epochs", out)
+        expect_refused("unknown key in the file", ["--system", _with(tmp, {"run": {"max_epocs": 3}}), "--out", out,
+                                                   "--set", f'run.data_dir="{data}"'], "max_epocs", out)
+        closed = ["--set", "submission.division=\"closed\"", "--set", "system.division=\"closed\""]
+        expect_refused("closed division rule", base + closed, "fixed to the reference's 800/1333", out)
+        corrupt = tmp / "corrupt.safetensors"
+        corrupt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+        expect_refused("corrupt checkpoint", base + ["--resume", corrupt], "corrupt.safetensors", out)
+        expect_refused("unknown argument", base + ["--epochs", "3"], "--epochs", out)
+
+
+def _with(tmp, patch):
+    cfg = json.loads(SYSTEM.read_text())
+    for section, values in patch.items():
+        cfg[section].update(values)
+    p = tmp / "patched.json"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+if __name__ == "__main__":
+    main()

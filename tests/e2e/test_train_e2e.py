@@ -1,0 +1,97 @@
+"""End to end: `mlperf-maskrcnn train` on a tiny synthetic dataset.
+
+1. Two runs with the same seed and system give identical losses at every step and identical
+   eval_accuracy values (bit for bit on CPU).
+2. A run resumed from the first epoch's checkpoint reproduces the uninterrupted run's later
+   losses and accuracy exactly, and its log says it was resumed.
+3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
+   both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0).
+"""
+import json
+import pathlib
+import sys
+
+import mrcnn_testenv as env
+
+SYSTEM = env.SOURCE_DIR / "systems" / "cpu-dev.json"
+
+
+def train(data, out, *extra):
+    cmd = [env.mlperf_maskrcnn(), "train", "--system", SYSTEM, "--quiet", "--no-progress",
+           "--set", f'run.data_dir="{data}"', "--out", out, "--set", "run.eval_threads=1",
+           "--set", "data.loader_threads=1", *extra]
+    p = env.run(cmd)
+    run_dir = pathlib.Path(out) / "latest"
+    return p, run_dir.resolve()
+
+
+def steps(run_dir):
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        m = json.loads(line)
+        if m["event"] == "step":
+            out.append((m["step"], m["loss"], tuple(sorted(m["losses"].items()))))
+    return out
+
+
+def accuracies(run_dir):
+    acc = {}
+    for line in (run_dir / "mlperf_log.txt").read_text().splitlines():
+        if '"key": "eval_accuracy"' in line:
+            rec = json.loads(line.split(":::MLLOG ", 1)[1])
+            acc[rec["metadata"]["epoch_num"]] = (rec["value"]["BBOX"], rec["value"]["SEGM"])
+    return acc
+
+
+def main():
+    with env.scratch_dir("e2e") as tmp:
+        tmp = pathlib.Path(tmp)
+        data = tmp / "data"
+        p = env.run([env.mlperf_maskrcnn(), "synth", "--out", data, "--train", "24", "--val", "8", "--seed", "3", "--quiet"])
+        assert p.returncode == 0, p.stderr
+
+        # Unreachable targets: every run trains exactly two epochs and scores both.
+        fixed = ["--set", "run.max_epochs=2", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
+                 "--seed", "11"]
+        pa, a = train(data, tmp / "a", *fixed, "--set", "run.checkpoint_every_epoch=true")
+        assert pa.returncode == 3, f"expected 'targets not reached' (3), got {pa.returncode}\n{pa.stderr[-3000:]}"
+        pb, b = train(data, tmp / "b", *fixed)
+        assert pb.returncode == 3, pb.stderr[-3000:]
+        sa, sb = steps(a), steps(b)
+        assert len(sa) >= 6 and sa == sb, f"losses differ between two runs with the same seed:\n{sa[:3]}\n{sb[:3]}"
+        aa, ab = accuracies(a), accuracies(b)
+        assert sorted(aa) == [1, 2] and aa == ab, (aa, ab)
+        print(f"same seed: {len(sa)} steps with identical losses, accuracies {aa}")
+
+        # Resume from epoch 1's checkpoint.
+        ck = a / "checkpoints" / "epoch_1.safetensors"
+        assert ck.is_file(), list(a.iterdir())
+        pc, c = train(data, tmp / "c", *fixed, "--resume", ck)
+        assert pc.returncode == 3, pc.stderr[-3000:]
+        sc = steps(c)
+        later = [s for s in sa if s[0] >= sc[0][0]]
+        assert sc == later, f"resumed losses differ:\n{sc[:2]}\n{later[:2]}"
+        assert accuracies(c) == {2: aa[2]}, (accuracies(c), aa)
+        assert "resumed_from_checkpoint" in (c / "mlperf_log.txt").read_text()
+        print(f"resume: {len(sc)} steps and epoch-2 accuracy identical to the uninterrupted run")
+
+        # Lowered targets: a converged run and its log.
+        pd, d = train(data, tmp / "d", "--set", "run.max_epochs=3", "--set", "run.target_bbox=0",
+                      "--set", "run.target_segm=0", "--seed", "12")
+        assert pd.returncode == 0, pd.stderr[-3000:]
+        log = d / "mlperf_log.txt"
+        text = log.read_text()
+        assert '"status": "success"' in text
+        ours = env.run([env.mlperf_maskrcnn(), "check", log])
+        assert ours.returncode == 0, ours.stdout
+        # The MLPerf targets were lowered: --strict points out the success without a target line.
+        strict = env.run([env.mlperf_maskrcnn(), "check", "--strict", log])
+        assert strict.returncode == 1 and "no eval_accuracy reaches the targets" in strict.stdout, strict.stdout
+        official = env.run([env.PYTHON, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
+                            "--ruleset", "3.1.0", log, "--log_output", tmp / "cc.log"], cwd=tmp)
+        assert official.returncode == 0, official.stdout + official.stderr
+        print("converged run: log passes mlperf-maskrcnn check and the official checker")
+
+
+if __name__ == "__main__":
+    main()
