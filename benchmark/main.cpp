@@ -13,9 +13,9 @@
 #define MRCNN_CMD_COCO_EVAL 1
 #include "eval/coco_eval_command.h"
 #endif
-#if MRCNN_MODEL && __has_include("model/commands.h")
+#if MRCNN_HARNESS && __has_include("benchmark/run/model_commands.h")
 #define MRCNN_CMD_MODEL 1
-#include "model/commands.h"
+#include "benchmark/run/model_commands.h"
 #endif
 #if MRCNN_HARNESS && __has_include("benchmark/data/synth_command.h")
 #define MRCNN_CMD_SYNTH 1
@@ -42,8 +42,8 @@ constexpr Command kCommands[] = {
      "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
 #endif
 #if MRCNN_CMD_MODEL
-    {"eval", mrcnn::model::eval_main, "COCO metrics of a checkpoint on a dataset"},
-    {"predict", mrcnn::model::predict_main, "detections of a checkpoint on images (JSON + PNG)"},
+    {"eval", mrcnn::run::eval_main, "COCO metrics of trained weights on a dataset"},
+    {"predict", mrcnn::run::predict_main, "detections of trained weights on images (JSON + PNG)"},
 #endif
 #if MRCNN_CMD_TRAIN
     {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},

@@ -1,10 +1,8 @@
 #include "benchmark/run/coco_parts.h"
 
-#include <ATen/Parallel.h>
-
 #include <chrono>
 
-#include "eval/rle.h"
+#include "model/coco_results.h"
 #include "model/weights.h"
 
 namespace mrcnn::run {
@@ -66,48 +64,27 @@ std::unique_ptr<BatchStream> CocoData::epoch(int64_t epoch) {
 
 // ---- CocoScorer ---------------------------------------------------------------------------------
 
-void to_coco_results(const model::Detections& d, const data::CocoDataset& labels, bool legacy_plus_one,
+std::vector<uint64_t> label_to_category(const data::CocoDataset& dataset) {
+  std::vector<uint64_t> map{0};  // label 0 is the background
+  map.insert(map.end(), dataset.category_ids().begin(), dataset.category_ids().end());
+  return map;
+}
+
+void to_coco_results(const model::Detections& d, const std::vector<uint64_t>& label_map, bool legacy_plus_one,
                      std::vector<eval::Detection>& out) {
-  const int64_t n = d.size();
-  if (n == 0) return;
-  const at::Tensor boxes = d.boxes.to(at::kCPU, at::kDouble).contiguous();
-  const at::Tensor scores = d.scores.to(at::kCPU, at::kDouble).contiguous();
-  const at::Tensor lab = d.labels.to(at::kCPU, at::kLong).contiguous();
-  const bool with_masks = d.masks.defined() && d.masks.numel() > 0;
-  at::Tensor masks;
-  if (with_masks) masks = d.masks.to(at::kCPU, at::kByte).contiguous();
-  const double plus = legacy_plus_one ? 1.0 : 0.0;
-  const size_t base = out.size();
-  out.resize(base + static_cast<size_t>(n));
-  const auto* b = boxes.data_ptr<double>();
-  const auto* s = scores.data_ptr<double>();
-  const auto* l = lab.data_ptr<int64_t>();
-  const uint32_t h = with_masks ? static_cast<uint32_t>(masks.size(1)) : 0;
-  const uint32_t w = with_masks ? static_cast<uint32_t>(masks.size(2)) : 0;
-  const uint8_t* m = with_masks ? masks.data_ptr<uint8_t>() : nullptr;
-  // Each detection is independent: RLE-encode in parallel, write in place (order preserved).
-  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const std::array<double, 4> xywh{b[4 * i], b[4 * i + 1], b[4 * i + 2] - b[4 * i] + plus,
-                                       b[4 * i + 3] - b[4 * i + 1] + plus};
-      eval::Rle rle;
-      if (with_masks) rle = eval::encode_row_major(m + static_cast<size_t>(i) * h * w, h, w);
-      out[base + static_cast<size_t>(i)] =
-          with_masks ? eval::make_detection(static_cast<uint64_t>(d.image_id), labels.category_id_of_label(l[i]), s[i],
-                                            xywh, std::move(rle))
-                     : eval::Detection{.image_id = static_cast<uint64_t>(d.image_id),
-                                       .category_id = labels.category_id_of_label(l[i]),
-                                       .score = s[i],
-                                       .has_bbox = true,
-                                       .bbox = xywh};
+  std::vector<eval::Detection> dets = model::to_coco_detections(d, label_map);
+  if (legacy_plus_one)  // the reference's inclusive pixel boxes: width = x2 - x1 + 1
+    for (auto& det : dets) {
+      det.bbox[2] += 1;
+      det.bbox[3] += 1;
     }
-  });
+  out.insert(out.end(), std::make_move_iterator(dets.begin()), std::make_move_iterator(dets.end()));
 }
 
 CocoScorer::CocoScorer(std::shared_ptr<const eval::Dataset> ground_truth,
                        std::shared_ptr<const data::CocoDataset> labels, int eval_threads, bool legacy_plus_one,
                        dist::Communicator& comm)
-    : labels_(std::move(labels)),
+    : label_map_(label_to_category(*labels)),
       legacy_plus_one_(legacy_plus_one),
       comm_(comm),
       evaluator_(std::move(ground_truth),
@@ -120,7 +97,7 @@ CocoScorer::CocoScorer(std::shared_ptr<const eval::Dataset> ground_truth,
 CocoScorer::~CocoScorer() { wait_all(); }
 
 void CocoScorer::add(int64_t, const std::vector<model::Detections>& detections) {
-  for (const auto& d : detections) to_coco_results(d, *labels_, legacy_plus_one_, pending_);
+  for (const auto& d : detections) to_coco_results(d, label_map_, legacy_plus_one_, pending_);
 }
 
 void CocoScorer::finish_epoch(int64_t epoch, std::function<void(int64_t, std::exception_ptr, const Accuracy&)> done) {

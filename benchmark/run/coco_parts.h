@@ -57,10 +57,12 @@ class CocoData final : public DataSource {
   data::BatchSampler sampler_;
 };
 
-// Converts one image's detections to COCO results: category ids through the dataset's label map,
-// XYXY boxes to [x, y, w, h] (w = x2 - x1, plus one with the reference's legacy convention),
-// masks to RLE. Appends to `out`.
-void to_coco_results(const model::Detections& d, const data::CocoDataset& labels, bool legacy_plus_one,
+// The model's label map of a dataset: entry l is the COCO category id of label l (0: background).
+std::vector<uint64_t> label_to_category(const data::CocoDataset& dataset);
+
+// One image's detections as COCO results (model::to_coco_detections), with the reference's
+// inclusive-pixel widths (x2 - x1 + 1) when the data uses its legacy box convention. Appends.
+void to_coco_results(const model::Detections& d, const std::vector<uint64_t>& label_map, bool legacy_plus_one,
                      std::vector<eval::Detection>& out);
 
 class CocoScorer final : public Scorer {
@@ -76,7 +78,7 @@ class CocoScorer final : public Scorer {
   void wait_all() override;
 
  private:
-  std::shared_ptr<const data::CocoDataset> labels_;
+  std::vector<uint64_t> label_map_;
   bool legacy_plus_one_;
   dist::Communicator& comm_;
   eval::AsyncEvaluator evaluator_;

@@ -302,8 +302,13 @@ int train_main(int argc, char** argv) {
     return 1;
   }
   if (comm->is_main()) {
+    // After run_stop, outside the timed region: the trained weights, for eval and predict.
+    model::save_weights(*net, (run_dir / "model.safetensors").string(),
+                        {{"system", cfg.name}, {"seed", std::to_string(cfg.run.seed)},
+                         {"steps", std::to_string(trainer.global_step())}});
     logging::info("MLPerf log: " + log_path.string());
     logging::info("metrics:    " + (run_dir / "metrics.jsonl").string());
+    logging::info("weights:    " + (run_dir / "model.safetensors").string());
   }
   return result.success ? 0 : 3;
 }

@@ -4,6 +4,7 @@
 //   metrics.jsonl    step losses, learning rate, images/s; one line per scored epoch
 //   config.json      the configuration after overrides
 //   checkpoints/     epoch_<N>.safetensors when run.checkpoint_every_epoch
+//   model.safetensors the trained weights (written after run_stop), for eval and predict
 // Exit status: 0 targets reached, 3 epoch budget spent without reaching them, 1 error during
 // the run (logged as run_stop "aborted"), 2 bad configuration or arguments (nothing written).
 #pragma once
