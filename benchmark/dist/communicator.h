@@ -1,10 +1,10 @@
 // Data-parallel communication behind one small interface, so that the trainer and the evaluator
 // do not care how many processes there are or how they talk:
 //   "local" -- one process, every collective is the identity (the CPU development system);
-//   "mpi"   -- OpenMPI ranks started by mpirun; tensors are CPU tensors (gradients on CPU
-//              systems). Built when CMake finds MPI.
-// A CUDA/NCCL communicator (NCCL unique id broadcast over MPI) plugs in behind the same
-// interface on GPU systems.
+//   "mpi"   -- OpenMPI ranks started by mpirun. Tensors on another device are staged through
+//              host memory (one copy per bucket each way). Built when CMake finds MPI.
+// A CUDA/NCCL communicator (NCCL unique id broadcast over MPI) can plug in behind the same
+// interface to keep GPU gradients on the device; it is not written yet.
 //
 // Collectives are blocking and must be called by every rank in the same order. Gradients are
 // reduced in fused buckets (one flat buffer per bucket of `bucket_bytes`), in parameter order,
@@ -31,14 +31,19 @@ class Communicator {
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
 
-  // In-place sum over ranks of every tensor (all CPU float32/float64, any shapes), fused into
-  // buckets of at most `bucket_bytes`.
+  // In-place sum over ranks of every tensor (float32/float64/int32/int64, any shapes, any
+  // device), fused into buckets of at most `bucket_bytes`.
   virtual void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20) = 0;
   // In-place copy of root's tensors to every rank.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root = 0) = 0;
   // Concatenates every rank's byte buffer, in rank order, on every rank.
   virtual std::vector<std::string> allgather_bytes(const std::string& mine) = 0;
+  // Every rank's byte buffer, in rank order, on `root`; an empty vector on the other ranks.
+  virtual std::vector<std::string> gather_bytes(const std::string& mine, int root = 0) = 0;
   virtual void barrier() = 0;
+  // Ends every rank's process with `code` (a rank that failed alone would otherwise leave the
+  // others waiting in a collective forever). Does not return.
+  [[noreturn]] virtual void abort(int code) = 0;
 
   // allreduce_sum, then division by world_size (averaged gradients).
   void allreduce_mean(std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20);

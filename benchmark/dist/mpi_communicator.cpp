@@ -1,10 +1,14 @@
-// The MPI communicator: OpenMPI ranks, CPU tensors. Compiled only when CMake finds MPI.
+// The MPI communicator: OpenMPI ranks; tensors on another device go through host memory.
+// Compiled only when CMake finds MPI.
 #if MRCNN_HAVE_MPI
 // The C API only: OpenMPI would otherwise pull in its deprecated C++ bindings (libmpi_cxx).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -29,6 +33,22 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
     case at::kInt: return MPI_INT32_T;
     default: throw std::runtime_error("MPI communicator: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
   }
+}
+
+int byte_count(const std::string& s) {
+  if (s.size() > static_cast<size_t>(INT_MAX)) throw std::runtime_error("MPI: a buffer of more than 2 GiB");
+  return static_cast<int>(s.size());
+}
+
+// Offsets of consecutive buffers of these sizes; returns the total, which must fit an int.
+int layout(const std::vector<int>& sizes, std::vector<int>& offsets) {
+  int64_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    offsets[r] = static_cast<int>(total);
+    total += sizes[r];
+    if (total > INT_MAX) throw std::runtime_error("MPI gather: more than 2 GiB in one gather");
+  }
+  return static_cast<int>(total);
 }
 
 class MpiCommunicator final : public Communicator {
@@ -71,13 +91,13 @@ class MpiCommunicator final : public Communicator {
       const auto dtype = tensors[i].scalar_type();
       while (j < tensors.size() && tensors[j].scalar_type() == dtype &&
              (j == i || bytes + tensors[j].nbytes() <= static_cast<size_t>(bucket_bytes))) {
-        if (!tensors[j].device().is_cpu()) throw std::runtime_error("MPI communicator: tensors must be on the CPU");
         bytes += static_cast<int64_t>(tensors[j].nbytes());
         ++j;
       }
       std::vector<at::Tensor> flat;
       for (size_t k = i; k < j; ++k) flat.push_back(tensors[k].reshape({-1}));
-      at::Tensor buffer = at::cat(flat);
+      // On the CPU the bucket is reduced where it is; elsewhere through one host copy.
+      at::Tensor buffer = at::cat(flat).to(at::kCPU).contiguous();
       check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()), mpi_type(buffer), MPI_SUM,
                           MPI_COMM_WORLD),
             "allreduce");
@@ -93,21 +113,17 @@ class MpiCommunicator final : public Communicator {
 
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     for (auto& t : tensors) {
-      at::Tensor c = t.contiguous();
+      at::Tensor c = t.to(at::kCPU).contiguous();
       check(MPI_Bcast(c.data_ptr(), static_cast<int>(c.numel()), mpi_type(c), root, MPI_COMM_WORLD), "broadcast");
       if (!c.is_same(t)) t.copy_(c);
     }
   }
 
   std::vector<std::string> allgather_bytes(const std::string& mine) override {
-    int n = static_cast<int>(mine.size());
+    const int n = byte_count(mine);
     std::vector<int> sizes(size_), offsets(size_);
     check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "allgather sizes");
-    int total = 0;
-    for (int r = 0; r < size_; ++r) {
-      offsets[r] = total;
-      total += sizes[r];
-    }
+    const int total = layout(sizes, offsets);
     std::string all(static_cast<size_t>(total), '\0');
     check(MPI_Allgatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, MPI_COMM_WORLD),
           "allgatherv");
@@ -116,7 +132,35 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
+  std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
+    const int n = byte_count(mine);
+    std::vector<int> sizes(rank_ == root ? size_ : 0), offsets(sizes.size());
+    check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, MPI_COMM_WORLD), "gather sizes");
+    // Every rank learns whether the total fits before anyone sends, so that all fail together.
+    int fits = 1;
+    if (rank_ == root) {
+      int64_t total = 0;
+      for (int s : sizes) total += s;
+      fits = total <= INT_MAX ? 1 : 0;
+    }
+    check(MPI_Bcast(&fits, 1, MPI_INT, root, MPI_COMM_WORLD), "gather check");
+    if (!fits) throw std::runtime_error("MPI gather: more than 2 GiB in one gather");
+    std::string all;
+    if (rank_ == root) all.resize(static_cast<size_t>(layout(sizes, offsets)));
+    check(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, root,
+                      MPI_COMM_WORLD),
+          "gatherv");
+    std::vector<std::string> out;
+    for (size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+    return out;
+  }
+
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
+  }
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
