@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -65,10 +67,18 @@ std::vector<uint64_t> label_to_category(const data::CocoDataset& dataset);
 void to_coco_results(const model::Detections& d, const std::vector<uint64_t>& label_map, bool legacy_plus_one,
                      std::vector<eval::Detection>& out);
 
+// Detections as bytes, for gathering every rank's results onto rank 0: a flat little-endian
+// record per detection (ids, score, box, segmentation of any kind). decode_detections appends
+// and throws std::runtime_error on a truncated or malformed buffer.
+std::string encode_detections(const std::vector<eval::Detection>& dets);
+void decode_detections(std::string_view bytes, std::vector<eval::Detection>& out);
+
 class CocoScorer final : public Scorer {
  public:
   // `ground_truth` is the validation annotation file (read once); `labels` maps labels to
-  // category ids. On several ranks, rank 0 gathers every rank's results and scores them.
+  // category ids. On several ranks every rank infers on its share of the validation set;
+  // finish_epoch gathers the results onto rank 0 (a collective: every rank calls it, in the
+  // same epoch order), which scores them; `done` is then called on rank 0 only.
   CocoScorer(std::shared_ptr<const eval::Dataset> ground_truth, std::shared_ptr<const data::CocoDataset> labels,
              int eval_threads, bool legacy_plus_one, dist::Communicator& comm);
   ~CocoScorer() override;

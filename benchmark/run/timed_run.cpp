@@ -162,10 +162,29 @@ RunResult TimedRun::run() {
   if (result_.run_start_ms == 0) result_.run_start_ms = logging::now_ms();
   const auto t0 = std::chrono::steady_clock::now();
   std::string status = std::string(logging::value::kAborted);
+  // Rank 0 scores; its verdict (go on, targets reached, scoring failed) is broadcast so that
+  // every rank stops after the same step. Every rank calls this at the same points.
   auto target_reached = [this] {
-    std::lock_guard lock(mutex_);
-    if (scoring_error_) std::rethrow_exception(scoring_error_);
-    return target_reached_;
+    int64_t verdict = 0;
+    if (comm_.is_main()) {
+      std::lock_guard lock(mutex_);
+      verdict = scoring_error_ ? 2 : target_reached_ ? 1 : 0;
+    }
+    if (comm_.world_size() > 1) {
+      std::vector<at::Tensor> t{at::full({1}, verdict, at::kLong)};
+      comm_.broadcast(t, 0);
+      verdict = t[0].item<int64_t>();
+    }
+    if (verdict == 2) {
+      if (!comm_.is_main()) throw std::runtime_error("COCO scoring failed on rank 0");
+      std::lock_guard lock(mutex_);
+      std::rethrow_exception(scoring_error_);
+    }
+    if (verdict == 1 && !comm_.is_main()) {
+      std::lock_guard lock(mutex_);
+      target_reached_ = true;
+    }
+    return verdict == 1;
   };
 
   try {

@@ -26,6 +26,8 @@ namespace key = logging::key;
 constexpr const char* kUsage = R"(usage: mlperf-maskrcnn train [--system FILE] [options]
 
 Runs one timed, seeded MLPerf Mask R-CNN training run as the system file describes it.
+Several ranks (launch.nodes x launch.ranks_per_node) are started by mpirun, one process each
+(run_scripts/run_and_time.sh does that from the system file).
 
 options:
   --system FILE     system configuration (default: systems/cpu-dev.json)
@@ -111,6 +113,7 @@ int train_main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::fputs(kUsage, stdout);
+      std::printf("\ncommunicators built in: local%s\n", dist::mpi_available() ? ", mpi" : "");
       return 0;
     }
 
@@ -183,7 +186,10 @@ int train_main(int argc, char** argv) {
     mllog.log("resumed_from_checkpoint", Json{{"file", args.resume}, {"epoch", resume->epoch}},
               Json{{"note", "a resumed run is not a timed MLPerf run"}});
 
-  const at::Device device(cfg.run.device);
+  // "cuda" without an index: each rank takes the GPU of its index on the node.
+  at::Device device(cfg.run.device);
+  if (device.is_cuda() && !device.has_index())
+    device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(comm->local_rank()));
   auto init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   model::MaskRCNN net(cfg.model, init_gen);
   if (!cfg.run.initial_weights.empty()) {
@@ -299,6 +305,8 @@ int train_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     logging::error("run aborted: " + logging::error_text(e));
     logging::info("MLPerf log: " + log_path.string());
+    // The other ranks may be waiting in a collective for this one: end them all.
+    if (comm->world_size() > 1) comm->abort(1);
     return 1;
   }
   if (comm->is_main()) {

@@ -50,7 +50,8 @@ StepResult Trainer::step(const model::Batch& batch) {
   r.images = batch.size();
 
   model_.set_training(true);
-  model_.set_step_seed(step_seed(options_.seed, step_));
+  // Each rank samples anchors and RoIs from its own stream (rank 0's is the single-rank one).
+  model_.set_step_seed(step_seed(options_.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(comm_.rank()), step_));
   sgd_.zero_grad();
   const auto losses = model_.losses(batch);
   if (losses.empty()) throw std::runtime_error("the model returned no losses");
@@ -63,7 +64,13 @@ StepResult Trainer::step(const model::Batch& batch) {
   std::vector<at::Tensor> parts;
   for (const auto& [name, value] : losses) parts.push_back(value.detach().to(at::kFloat).reshape({1}));
   parts.push_back(total.detach().reshape({1}));
-  const at::Tensor host = at::cat(parts).to(at::kCPU, at::kDouble);
+  at::Tensor host = at::cat(parts).to(at::kCPU, at::kDouble);
+  if (comm_.world_size() > 1) {
+    // Every rank reports, and judges finiteness on, the same global mean losses, so that a
+    // non-finite loss on one rank stops all of them at the same step.
+    std::vector<at::Tensor> v{host};
+    comm_.allreduce_mean(v);
+  }
   const double* v = host.data_ptr<double>();
   size_t i = 0;
   for (const auto& [name, value] : losses) r.losses[name] = v[i++];
@@ -80,8 +87,13 @@ StepResult Trainer::step(const model::Batch& batch) {
   const auto& params = sgd_.parameters();
   if (comm_.world_size() > 1) {
     std::vector<at::Tensor> grads;
-    for (const auto& p : params)
-      if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad());
+    // Every parameter takes part (a zero gradient where this rank's batch did not reach it), so
+    // all ranks reduce the same buckets in the same order.
+    for (const auto& p : params) {
+      at::Tensor t = p.tensor;
+      if (!t.grad().defined()) t.mutable_grad() = at::zeros_like(t);
+      grads.push_back(t.grad());
+    }
     comm_.allreduce_mean(grads);
   }
   const bool finite = scaler_.unscale_and_check(params);
