@@ -5,6 +5,9 @@
 # one machine-readable line: RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
 # Multi-rank systems are started through mpirun with the launch settings of the system file.
 # The exit status is the trainer's (0 targets reached, 3 not reached, 1 error, 2 bad input).
+# Environment: SEED (default: random), RESULT_INDEX (0), BUILD_DIR, RESULTS_DIR, EXTRA_ARGS
+# (more `train` arguments, e.g. "--set run.data_dir=\"/data/coco\""), DRY_RUN=1 (print the
+# launch command only).
 set -euo pipefail
 
 : "${SYSTEM:?SYSTEM not set (the name of a systems/<name>.json)}"
@@ -31,6 +34,14 @@ if (( ranks > 1 )); then
 import json, sys
 l = json.load(open(sys.argv[1]))["launch"]
 args = ["mpirun", "-np", str(l["nodes"] * l["ranks_per_node"]), "--npernode", str(l["ranks_per_node"])]
+# launch.cpu_binding: core -- each rank pinned to threads_per_rank cores of its own, ranks spread
+# over the sockets; socket -- each rank confined to one socket; none -- the OS decides.
+binding = {
+    "core": ["--map-by", f"socket:PE={l['threads_per_rank']}", "--bind-to", "core"],
+    "socket": ["--map-by", "socket", "--bind-to", "socket"],
+    "none": ["--map-by", "slot", "--bind-to", "none"],
+}[l.get("cpu_binding", "none")]
+args += binding + ["--report-bindings"] * (l.get("cpu_binding", "none") != "none")
 for k, v in l.get("env", {}).items():
     args += ["-x", f"{k}={v}"]
 args += ["-x", f"OMP_NUM_THREADS={l['threads_per_rank']}"] + l.get("mpirun_args", [])
@@ -38,6 +49,12 @@ print("\n".join(args))
 PY
 )
   cmd=("${mpi[@]}" "${cmd[@]}")
+fi
+
+if [[ "${DRY_RUN:-0}" == 1 ]]; then  # print the launch command and stop
+  printf '%q ' "${cmd[@]}"
+  echo
+  exit 0
 fi
 
 start_fmt=$(date +"%Y-%m-%d %r")
