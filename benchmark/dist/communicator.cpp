@@ -44,6 +44,19 @@ bool mpi_available() { return true; }
 #else
 bool mpi_available() { return false; }
 #endif
+#if MRCNN_HAVE_NCCL
+std::unique_ptr<Communicator> make_nccl_communicator();  // nccl_communicator.cpp
+bool nccl_available() { return true; }
+#else
+bool nccl_available() { return false; }
+#endif
+
+std::string available_backends() {
+  std::string out = "local";
+  if (mpi_available()) out += ", mpi";
+  if (nccl_available()) out += ", nccl";
+  return out;
+}
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
   // OpenMPI's launcher sets OMPI_COMM_WORLD_SIZE in every rank's environment.
@@ -56,8 +69,15 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
     throw std::runtime_error("communicator backend 'mpi' is not built in (CMake did not find MPI)");
 #endif
   }
+  if (backend == "nccl") {
+#if MRCNN_HAVE_NCCL
+    return make_nccl_communicator();
+#else
+    throw std::runtime_error("communicator backend 'nccl' is not built in (it needs CUDA, MPI and NCCL at build time)");
+#endif
+  }
   if (backend == "auto") return make_local_communicator();
-  throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi or auto)");
+  throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi, nccl or auto)");
 }
 
 }  // namespace mrcnn::dist

@@ -3,8 +3,9 @@
 //   "local" -- one process, every collective is the identity (the CPU development system);
 //   "mpi"   -- OpenMPI ranks started by mpirun. Tensors on another device are staged through
 //              host memory (one copy per bucket each way). Built when CMake finds MPI.
-// A CUDA/NCCL communicator (NCCL unique id broadcast over MPI) can plug in behind the same
-// interface to keep GPU gradients on the device; it is not written yet.
+//   "nccl"  -- one GPU per rank (the GPU of the rank's index on its node), ranks started by
+//              mpirun: GPU tensors reduced by NCCL on the current stream, everything else
+//              through MPI. Built when the build has CUDA, MPI and NCCL.
 //
 // Collectives are blocking and must be called by every rank in the same order. Gradients are
 // reduced in fused buckets (one flat buffer per bucket of `bucket_bytes`), in parameter order,
@@ -53,11 +54,13 @@ class Communicator {
 // The single-process communicator.
 std::unique_ptr<Communicator> make_local_communicator();
 
-// "local" or "mpi" (or "auto": mpi when started by mpirun and MPI is built in, else local).
+// "local", "mpi", "nccl" (or "auto": mpi when started by mpirun and MPI is built in, else local).
 // Throws std::runtime_error naming the backend when it is unknown or not built in.
 std::unique_ptr<Communicator> make_communicator(const std::string& backend);
 
-// Whether this build carries the MPI backend.
+// Whether this build carries the MPI / NCCL backend; the built-in backends as "local, mpi, ...".
 bool mpi_available();
+bool nccl_available();
+std::string available_backends();
 
 }  // namespace mrcnn::dist

@@ -21,7 +21,7 @@ LaunchSettings read_launch(ConfigReader r) {
   l.ranks_per_node = r.integer("ranks_per_node", kAtLeastOne);
   l.threads_per_rank = r.integer("threads_per_rank", {.min = 1, .max = 1024});
   l.cpu_binding = r.string_or("cpu_binding", "none", {"none", "core", "socket"});
-  l.communicator = r.string_or("communicator", "auto", {"local", "mpi", "auto"});
+  l.communicator = r.string_or("communicator", "auto", {"local", "mpi", "nccl", "auto"});
   if (r.has("env")) {
     const Json& env = r.raw("env");
     if (!env.is_object()) r.fail("env", "expected an object of NAME: \"value\"");
@@ -201,6 +201,9 @@ SystemConfig load_system_config(const std::string& path, const std::vector<std::
   if (sd.contains("division") && sd["division"] != c.submission.division)
     throw ConfigError(path + ": system.division (" + sd["division"].dump() + ") differs from submission.division (\"" +
                       c.submission.division + "\")");
+  if (c.launch.communicator == "nccl" && c.run.device != "cuda")
+    throw ConfigError(path + ": launch.communicator \"nccl\" needs run.device \"cuda\" (each rank takes the GPU of "
+                      "its index on the node), not \"" + c.run.device + "\"");
   const int64_t world = c.launch.world_size();
   if (c.hp.global_batch_size % world != 0)
     throw ConfigError(path + ": hyperparameters.global_batch_size " + std::to_string(c.hp.global_batch_size) +

@@ -33,7 +33,7 @@ struct LaunchSettings {
   int64_t ranks_per_node = 1;
   int64_t threads_per_rank = 2;       // intra-op threads of each rank (LibTorch starts with one)
   std::string cpu_binding = "none";   // none | core | socket: how run_and_time.sh has mpirun bind ranks
-  std::string communicator = "auto"; // local | mpi | auto
+  std::string communicator = "auto"; // local | mpi | nccl (run.device "cuda") | auto
   std::map<std::string, std::string> env;  // exported to every rank (e.g. EFA's FI_PROVIDER)
   std::vector<std::string> mpirun_args;
 

@@ -113,7 +113,7 @@ int train_main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::fputs(kUsage, stdout);
-      std::printf("\ncommunicators built in: local%s\n", dist::mpi_available() ? ", mpi" : "");
+      std::printf("\ncommunicators built in: %s\n", dist::available_backends().c_str());
       return 0;
     }
 

@@ -55,6 +55,8 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
             std::string::npos);
   EXPECT_NE(error_of({"model.backbone.depth=19"}).find("depth"), std::string::npos);
   EXPECT_NE(error_of({"launch.ranks_per_node=3"}).find("not divisible"), std::string::npos);
+  EXPECT_NE(error_of({"launch.communicator=\"nccl\""}).find("needs run.device \"cuda\""), std::string::npos);
+  EXPECT_NE(error_of({"launch.communicator=\"gloo\""}).find("launch.communicator"), std::string::npos);
 }
 
 TEST(SystemConfig, ClosedDivisionRefusesWhatTheRulesForbidAndSaysTheRule) {

@@ -1,0 +1,151 @@
+// The NCCL communicator: one GPU per rank, ranks started by mpirun. GPU tensors are reduced by
+// NCCL on the device's current stream (no host copy; EFA on p3dn through the aws-ofi-nccl
+// plugin); CPU tensors, byte gathers, barriers and the start-up (the NCCL unique id, made on rank
+// 0 and handed to every rank) go through MPI. Compiled when the build has CUDA kernels, MPI and
+// NCCL's header.
+#if MRCNN_HAVE_NCCL
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "benchmark/dist/communicator.h"
+
+namespace mrcnn::dist {
+
+std::unique_ptr<Communicator> make_mpi_communicator();  // mpi_communicator.cpp
+
+namespace {
+
+void check(ncclResult_t rc, const char* what) {
+  if (rc == ncclSuccess) return;
+  throw std::runtime_error(std::string("NCCL ") + what + " failed: " + ncclGetErrorString(rc));
+}
+
+ncclDataType_t nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    default:
+      throw std::runtime_error("NCCL communicator: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator() : mpi_(make_mpi_communicator()) {
+    const int devices = static_cast<int>(c10::cuda::device_count());
+    if (devices == 0) throw std::runtime_error("communicator 'nccl': no CUDA device is visible to this process");
+    if (mpi_->local_rank() >= devices)
+      throw std::runtime_error("communicator 'nccl': local rank " + std::to_string(mpi_->local_rank()) + " but only " +
+                               std::to_string(devices) + " CUDA devices on this node");
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(mpi_->local_rank()));
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (mpi_->is_main()) check(ncclGetUniqueId(&id), "get unique id");
+    const std::vector<std::string> ids =
+        mpi_->allgather_bytes(std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    std::memcpy(&id, ids.at(0).data(), sizeof id);
+    c10::cuda::CUDAGuard guard(device_);
+    check(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "init");
+  }
+  ~NcclCommunicator() override {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return mpi_->rank(); }
+  int world_size() const override { return mpi_->world_size(); }
+  int local_rank() const override { return mpi_->local_rank(); }
+  int local_size() const override { return mpi_->local_size(); }
+
+  void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) override {
+    std::vector<at::Tensor> host;
+    std::vector<size_t> host_at;
+    size_t i = 0;
+    while (i < tensors.size()) {
+      if (!tensors[i].is_cuda()) {  // CPU values (losses, flags): MPI, after the GPU buckets
+        host.push_back(tensors[i]);
+        host_at.push_back(i++);
+        continue;
+      }
+      // A bucket: consecutive GPU tensors of one dtype, flattened into one buffer on the device.
+      size_t j = i;
+      int64_t bytes = 0;
+      const auto dtype = tensors[i].scalar_type();
+      while (j < tensors.size() && tensors[j].is_cuda() && tensors[j].scalar_type() == dtype &&
+             (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= bucket_bytes)) {
+        if (tensors[j].device() != device_)
+          throw std::runtime_error("NCCL communicator: a tensor on " + tensors[j].device().str() + ", this rank uses " +
+                                   device_.str());
+        bytes += static_cast<int64_t>(tensors[j].nbytes());
+        ++j;
+      }
+      std::vector<at::Tensor> flat;
+      for (size_t k = i; k < j; ++k) flat.push_back(tensors[k].reshape({-1}));
+      at::Tensor buffer = at::cat(flat);
+      c10::cuda::CUDAGuard guard(device_);
+      check(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<size_t>(buffer.numel()), nccl_type(buffer),
+                          ncclSum, comm_, c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
+            "all-reduce");
+      int64_t offset = 0;
+      for (size_t k = i; k < j; ++k) {
+        const int64_t n = tensors[k].numel();
+        tensors[k].copy_(buffer.narrow(0, offset, n).view(tensors[k].sizes()));
+        offset += n;
+      }
+      i = j;
+    }
+    if (!host.empty()) mpi_->allreduce_sum(host, bucket_bytes);
+  }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    for (auto& t : tensors) {
+      if (!t.is_cuda()) {
+        std::vector<at::Tensor> one{t};
+        mpi_->broadcast(one, root);
+        continue;
+      }
+      at::Tensor c = t.contiguous();
+      c10::cuda::CUDAGuard guard(device_);
+      check(ncclBroadcast(c.data_ptr(), c.data_ptr(), static_cast<size_t>(c.numel()), nccl_type(c), root, comm_,
+                          c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
+            "broadcast");
+      if (!c.is_same(t)) t.copy_(c);
+    }
+  }
+
+  std::vector<std::string> allgather_bytes(const std::string& mine) override { return mpi_->allgather_bytes(mine); }
+  std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
+    return mpi_->gather_bytes(mine, root);
+  }
+  void barrier() override { mpi_->barrier(); }
+
+  [[noreturn]] void abort(int code) override {
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    mpi_->abort(code);
+    std::_Exit(code);  // not reached: MPI_Abort ends the process
+  }
+
+ private:
+  std::unique_ptr<Communicator> mpi_;
+  at::Device device_{at::kCUDA, 0};
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator() { return std::make_unique<NcclCommunicator>(); }
+
+}  // namespace mrcnn::dist
+#endif  // MRCNN_HAVE_NCCL
