@@ -111,6 +111,7 @@ def main():
     ap.add_argument("--pycoco-repeat", type=int, default=1, help="runs of pycocotools (minutes each)")
     ap.add_argument("--skip-pycocotools", action="store_true")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--plot", help="write a PNG of the medians here")
     ap.add_argument("--run-one", nargs=4, metavar=("KIND", "GT", "RES", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.run_one:
@@ -191,6 +192,15 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"environment": env, "runs": runs, "medians": med, "verdicts": verdicts,
                        "ours_stats": ours_stats}, f, indent=1)
+    if a.plot:
+        sys.path.insert(0, HERE)
+        from plot_compare import plot_comparison
+        names = {"ours": "mlperf-maskrcnn", "faster-coco-eval": "faster-coco-eval", "pycocotools": "pycocotools"}
+        plot_comparison(a.plot, "COCO bbox + segm evaluation end to end: " + os.path.basename(a.data.rstrip("/")), [
+            ("wall time (median)", "seconds", {names[k]: v[0] for k, v in med.items()}, "lower"),
+            ("peak memory", "MiB", {names[k]: v[1] for k, v in med.items()}, "lower"),
+        ], note="; ".join(f"{k}: stats {v}" for k, v in verdicts.items()) + f"; {a.threads} threads for ours")
+        print(f"plot: {a.plot}")
 
 
 if __name__ == "__main__":

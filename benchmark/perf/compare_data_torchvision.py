@@ -257,6 +257,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--plot", help="write a PNG of the medians here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -292,6 +293,16 @@ def main():
     print(f"{'torchvision':12} {med(peer, 0):15.1f} {med(peer, 1):14.0f} MiB {med(peer, 2):10.0f} MiB")
     print(f"ratio ours/torchvision: {med(ours, 0) / med(peer, 0):.2f}x "
           f"(per-run ratios {', '.join(f'{o[0] / p[0]:.2f}' for o, p in zip(ours, peer))})")
+    if a.plot:
+        sys.path.insert(0, HERE)
+        from plot_compare import plot_comparison
+        plot_comparison(a.plot, f"data pipeline, batch {a.batch}, {a.workers} workers: {a.data}", [
+            ("throughput (median)", "images/s", {"mlperf-maskrcnn": med(ours, 0), "torchvision": med(peer, 0)},
+             "higher"),
+            ("peak memory, process tree", "MiB", {"mlperf-maskrcnn": med(ours, 2), "torchvision": med(peer, 2)},
+             "lower"),
+        ])
+        print(f"plot: {a.plot}")
     return 0
 
 

@@ -396,6 +396,7 @@ def main():
     p.add_argument("--build", default=str(REPO / "build"))
     p.add_argument("--lock", action="store_true", help="hold /tmp/mrcnn-cpu.lock per pair of runs")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--plot", help="write a PNG of images/s, peak memory and the per-stage breakdown here")
     # worker mode
     p.add_argument("--worker", choices=["torchvision"])
     p.add_argument("--case")
@@ -417,6 +418,19 @@ def main():
             print_result(name, results[name])
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.plot:
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+        from plot_compare import plot_comparison
+        panels = []
+        for name in names:
+            r = results[name]
+            o, t = r["ours"], r["torchvision"]
+            panels.append((f"{name}: training step", "images/s",
+                           {"mlperf-maskrcnn": o["images_per_second"], "torchvision": t["images_per_second"]}, "higher"))
+            panels.append((f"{name}: peak memory", "MB",
+                           {"mlperf-maskrcnn": o["peak_rss_mb"], "torchvision": t["peak_rss_mb"]}, "lower"))
+        plot_comparison(args.plot, f"Mask R-CNN training step against torchvision, {args.threads} threads", panels)
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -200,6 +200,7 @@ def main():
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--cases", nargs="*", default=list(CASES))
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS subprocesses")
+    p.add_argument("--plot", help="write a PNG of the medians here")
     p.add_argument("--rss-probe", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rss_probe:
@@ -216,6 +217,7 @@ def main():
         print("# WARNING: one thread: the parallel kernels are not exercised")
     print(f"# {args.reps} interleaved repetitions after one warm-up; medians in ms")
     print()
+    figures = {}
     for name in args.cases:
         case = CASES[name](ops)
         case.ours()
@@ -248,6 +250,14 @@ def main():
         print(f"RESULT case={name} ours_ms={med['ours']:.1f} peer_ms={med['peer']:.1f} "
               f"speedup={ratio:.2f} threads={args.threads}{rss_fields}")
         print(flush=True)
+        figures[name] = med
+    if args.plot:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from plot_compare import plot_comparison
+        plot_comparison(args.plot, f"detection ops against torchvision, {args.threads} threads (median ms)", [
+            (name, "ms", {"mrcnn_ops": m["ours"], "torchvision": m["peer"]}, "lower") for name, m in figures.items()
+        ])
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":
