@@ -1,5 +1,7 @@
 """Bad input to `mlperf-maskrcnn train` is one clear error before run_start, exit status 2, and
-nothing written that could pass for a result."""
+nothing written that could pass for a result. Bad data found only during the run (a corrupt
+image) ends it with run_stop "aborted", exit status 1 and an error naming the file; the log
+written until then stays whole and no weights are saved."""
 import json
 import pathlib
 
@@ -44,6 +46,21 @@ def main():
         corrupt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
         expect_refused("corrupt checkpoint", base + ["--resume", corrupt], "corrupt.safetensors", out)
         expect_refused("unknown argument", base + ["--epochs", "3"], "--epochs", out)
+
+        # A training image that turns out corrupt when the loader reaches it.
+        victim = sorted((data / "train2017").glob("*.jpg"))[2]
+        victim.write_bytes(victim.read_bytes()[:300])
+        p = env.run([env.mlperf_maskrcnn(), "train", *base, "--quiet", "--no-progress"])
+        assert p.returncode == 1, f"corrupt image: exit {p.returncode}\n{p.stderr}"
+        assert str(victim) in p.stderr and "JPEG" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr and "terminate called" not in p.stderr
+        run = (out / "latest").resolve()
+        records = [json.loads(l.split(":::MLLOG ", 1)[1]) for l in (run / "mlperf_log.txt").read_text().splitlines()
+                   if l.startswith(":::MLLOG ")]
+        assert records[-1]["key"] == "run_stop" and records[-1]["metadata"]["status"] == "aborted", records[-1]
+        assert [r["key"] for r in records].count("run_start") == 1
+        assert not (run / "model.safetensors").exists(), "weights saved from an aborted run"
+        print(f"{'corrupt image mid-run':28s} -> exit 1, run_stop aborted, {victim.name} named")
 
 
 def _with(tmp, patch):
