@@ -3,6 +3,7 @@
 ctest sets MRCNN_SOURCE_DIR and MRCNN_BUILD_DIR; running a check by hand works too:
     MRCNN_BUILD_DIR=build .venv/bin/python tests/logging/test_checker_parity.py
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -36,3 +37,25 @@ def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory:
 
 def run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+
+
+def mllog_records(log) -> list:
+    """The JSON records of an MLPerf log's `:::MLLOG ` lines, in order."""
+    text = pathlib.Path(log).read_text(encoding="latin-1")
+    return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in text.splitlines() if ":::MLLOG " in line]
+
+
+def eval_accuracies(run_dir) -> dict:
+    """{epoch_num: (BBOX, SEGM)} from a run folder's mlperf_log.txt."""
+    return {r["metadata"]["epoch_num"]: (r["value"]["BBOX"], r["value"]["SEGM"])
+            for r in mllog_records(pathlib.Path(run_dir) / "mlperf_log.txt") if r["key"] == "eval_accuracy"}
+
+
+def step_losses(run_dir) -> list:
+    """(step, loss, sorted named losses) of every training step in a run folder's metrics.jsonl."""
+    out = []
+    for line in (pathlib.Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+        m = json.loads(line)
+        if m["event"] == "step":
+            out.append((m["step"], m["loss"], tuple(sorted(m["losses"].items()))))
+    return out

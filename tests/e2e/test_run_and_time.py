@@ -66,13 +66,11 @@ def main():
         line = re.search(r"^RESULT,MASKRCNN,21,([0-9.]+),mlperf-maskrcnn,", p.stdout, re.M)
         assert line, p.stdout
         t = {}
-        for rec in result.read_text().splitlines():
-            if ":::MLLOG " in rec:
-                r = json.loads(rec.split(":::MLLOG ", 1)[1])
-                if r["key"] in ("run_start", "run_stop"):
-                    t[r["key"]] = r["time_ms"]
-                if r["key"] == "seed":
-                    assert r["value"] == 21, r
+        for r in env.mllog_records(result):
+            if r["key"] in ("run_start", "run_stop"):
+                t[r["key"]] = r["time_ms"]
+            if r["key"] == "seed":
+                assert r["value"] == 21, r
         assert abs(float(line.group(1)) - (t["run_stop"] - t["run_start"]) / 1000) < 1e-3, (line.group(0), t)
         check = env.run([env.mlperf_maskrcnn(), "check", result])
         assert check.returncode == 0, check.stdout

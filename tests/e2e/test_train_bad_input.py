@@ -55,8 +55,7 @@ def main():
         assert str(victim) in p.stderr and "JPEG" in p.stderr, p.stderr
         assert "Traceback" not in p.stderr and "terminate called" not in p.stderr
         run = (out / "latest").resolve()
-        records = [json.loads(l.split(":::MLLOG ", 1)[1]) for l in (run / "mlperf_log.txt").read_text().splitlines()
-                   if l.startswith(":::MLLOG ")]
+        records = env.mllog_records(run / "mlperf_log.txt")
         assert records[-1]["key"] == "run_stop" and records[-1]["metadata"]["status"] == "aborted", records[-1]
         assert [r["key"] for r in records].count("run_start") == 1
         assert not (run / "model.safetensors").exists(), "weights saved from an aborted run"

@@ -7,7 +7,6 @@
 3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
    both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0).
 """
-import json
 import pathlib
 import sys
 
@@ -25,24 +24,6 @@ def train(data, out, *extra):
     return p, run_dir.resolve()
 
 
-def steps(run_dir):
-    out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        m = json.loads(line)
-        if m["event"] == "step":
-            out.append((m["step"], m["loss"], tuple(sorted(m["losses"].items()))))
-    return out
-
-
-def accuracies(run_dir):
-    acc = {}
-    for line in (run_dir / "mlperf_log.txt").read_text().splitlines():
-        if '"key": "eval_accuracy"' in line:
-            rec = json.loads(line.split(":::MLLOG ", 1)[1])
-            acc[rec["metadata"]["epoch_num"]] = (rec["value"]["BBOX"], rec["value"]["SEGM"])
-    return acc
-
-
 def main():
     with env.scratch_dir("e2e") as tmp:
         tmp = pathlib.Path(tmp)
@@ -57,9 +38,9 @@ def main():
         assert pa.returncode == 3, f"expected 'targets not reached' (3), got {pa.returncode}\n{pa.stderr[-3000:]}"
         pb, b = train(data, tmp / "b", *fixed)
         assert pb.returncode == 3, pb.stderr[-3000:]
-        sa, sb = steps(a), steps(b)
+        sa, sb = env.step_losses(a), env.step_losses(b)
         assert len(sa) >= 6 and sa == sb, f"losses differ between two runs with the same seed:\n{sa[:3]}\n{sb[:3]}"
-        aa, ab = accuracies(a), accuracies(b)
+        aa, ab = env.eval_accuracies(a), env.eval_accuracies(b)
         assert sorted(aa) == [1, 2] and aa == ab, (aa, ab)
         print(f"same seed: {len(sa)} steps with identical losses, accuracies {aa}")
 
@@ -68,10 +49,10 @@ def main():
         assert ck.is_file(), list(a.iterdir())
         pc, c = train(data, tmp / "c", *fixed, "--resume", ck)
         assert pc.returncode == 3, pc.stderr[-3000:]
-        sc = steps(c)
+        sc = env.step_losses(c)
         later = [s for s in sa if s[0] >= sc[0][0]]
         assert sc == later, f"resumed losses differ:\n{sc[:2]}\n{later[:2]}"
-        assert accuracies(c) == {2: aa[2]}, (accuracies(c), aa)
+        assert env.eval_accuracies(c) == {2: aa[2]}, (env.eval_accuracies(c), aa)
         assert "resumed_from_checkpoint" in (c / "mlperf_log.txt").read_text()
         print(f"resume: {len(sc)} steps and epoch-2 accuracy identical to the uninterrupted run")
 

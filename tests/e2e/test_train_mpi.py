@@ -36,24 +36,6 @@ def mpi_train(data, out, *extra):
     return p, (pathlib.Path(out) / "latest").resolve()
 
 
-def steps(run_dir):
-    out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        m = json.loads(line)
-        if m["event"] == "step":
-            out.append((m["step"], m["loss"], tuple(sorted(m["losses"].items()))))
-    return out
-
-
-def accuracies(run_dir):
-    acc = {}
-    for line in (run_dir / "mlperf_log.txt").read_text().splitlines():
-        if '"key": "eval_accuracy"' in line:
-            rec = json.loads(line.split(":::MLLOG ", 1)[1])
-            acc[rec["metadata"]["epoch_num"]] = (rec["value"]["BBOX"], rec["value"]["SEGM"])
-    return acc
-
-
 def main():
     if shutil.which("mpirun") is None:
         print("skipped: mpirun is not installed (run_scripts/bootstrap.sh installs OpenMPI)")
@@ -77,10 +59,10 @@ def main():
         assert pa.returncode == 3, f"expected 'targets not reached' (3), got {pa.returncode}\n{pa.stdout[-3000:]}"
         pb, b = mpi_train(data, tmp / "b", *fixed)
         assert pb.returncode == 3, pb.stdout[-3000:]
-        sa, sb = steps(a), steps(b)
+        sa, sb = env.step_losses(a), env.step_losses(b)
         # 160 images, global batch 8: 20 steps per epoch.
         assert len(sa) == 60 and sa == sb, f"losses differ between two 2-rank runs with the same seed:\n{sa[:3]}\n{sb[:3]}"
-        aa, ab = accuracies(a), accuracies(b)
+        aa, ab = env.eval_accuracies(a), env.eval_accuracies(b)
         assert sorted(aa) == [1, 2, 3] and aa == ab, (aa, ab)
         print(f"2 ranks, same seed: {len(sa)} steps with identical losses, accuracies {aa}")
 
