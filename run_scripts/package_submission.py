@@ -24,9 +24,7 @@ written then; an existing <out>/<org> is left alone unless --force).
 import argparse
 import io
 import json
-import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -38,12 +36,6 @@ RULESET = "3.1.0"
 
 class BadInput(Exception):
     pass
-
-
-def olympic_minutes(seconds):
-    s = sorted(seconds)
-    mid = s[1:-1] if len(s) > 2 else s
-    return sum(mid) / len(mid) / 60.0
 
 
 def run_seconds(log):
@@ -115,7 +107,7 @@ file names the COCO 2017 folder, `run.initial_weights` the converted ImageNet Re
 """
 
 
-def official(args, cwd, module, *extra):
+def official(cwd, module, *extra):
     cmd = [sys.executable, "-m", f"mlperf_logging.{module}", *extra]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
 
@@ -179,7 +171,7 @@ def main():
               f"mlperf-maskrcnn check {verdict or 'not run (no build)'}")
 
     extra = ["--rcp-bypass"] if args.rcp_bypass else []
-    pc = official(args, args.out, "package_checker", org, "training", RULESET, "--log_output",
+    pc = official(args.out, "package_checker", org, "training", RULESET, "--log_output",
                   f"{org}_package_checker.log", *extra)
     text = pc.stdout + pc.stderr
     # The package checker's exit status is 0 either way: its verdict is in the text.
@@ -194,7 +186,7 @@ def main():
 
     summary_dir = pathlib.Path(args.out) / f".{org}.summary"
     summary_dir.mkdir(exist_ok=True)
-    rs = official(args, summary_dir, "result_summarizer", str(root.resolve()), "training", RULESET)
+    rs = official(summary_dir, "result_summarizer", str(root.resolve()), "training", RULESET)
     score = None
     summary = summary_dir / "summary.json"
     if summary.is_file():
@@ -204,8 +196,6 @@ def main():
                      "rcp_scaling_factor": rows[0].get("maskrcnn:rcp_scaling_factor")}
     shutil.rmtree(summary_dir, ignore_errors=True)
     report["score"] = score
-    times = [r["seconds"] for r in report["runs"] if r["seconds"] is not None and r["status"] == "success"]
-    report["olympic_mean_minutes_unscaled"] = olympic_minutes(times) if len(times) >= 4 else None
     if score and score["minutes"] is not None:
         print(f"[package] score (result_summarizer): {score['minutes']:.4f} min time to train "
               f"(RCP scaling factor {score['rcp_scaling_factor']})")
