@@ -12,6 +12,32 @@ void Communicator::allreduce_mean(std::vector<at::Tensor>& tensors, int64_t buck
   for (auto& t : tensors) t.div_(world_size());
 }
 
+void reduce_in_buckets(std::vector<at::Tensor>& tensors, int64_t bucket_bytes,
+                       const std::function<at::Tensor(at::Tensor buffer)>& reduce) {
+  size_t i = 0;
+  while (i < tensors.size()) {
+    size_t j = i;
+    int64_t bytes = 0;
+    const auto dtype = tensors[i].scalar_type();
+    const auto device = tensors[i].device();
+    while (j < tensors.size() && tensors[j].scalar_type() == dtype && tensors[j].device() == device &&
+           (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= bucket_bytes)) {
+      bytes += static_cast<int64_t>(tensors[j].nbytes());
+      ++j;
+    }
+    std::vector<at::Tensor> flat;
+    for (size_t k = i; k < j; ++k) flat.push_back(tensors[k].reshape({-1}));
+    const at::Tensor reduced = reduce(at::cat(flat));
+    int64_t offset = 0;
+    for (size_t k = i; k < j; ++k) {
+      const int64_t n = tensors[k].numel();
+      tensors[k].copy_(reduced.narrow(0, offset, n).view(tensors[k].sizes()));
+      offset += n;
+    }
+    i = j;
+  }
+}
+
 namespace {
 
 class LocalCommunicator final : public Communicator {

@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,14 @@ class Communicator {
   void allreduce_mean(std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20);
   bool is_main() const { return rank() == 0; }
 };
+
+// The bucketing every backend's allreduce_sum shares: runs of consecutive tensors of one dtype
+// and device, at most `bucket_bytes` each (a larger tensor is a bucket alone), are flattened
+// into one contiguous buffer in parameter order; `reduce` sums that buffer over the ranks and
+// returns the result (the buffer itself, or a copy on another device), which is copied back
+// into the tensors.
+void reduce_in_buckets(std::vector<at::Tensor>& tensors, int64_t bucket_bytes,
+                       const std::function<at::Tensor(at::Tensor buffer)>& reduce);
 
 // The single-process communicator.
 std::unique_ptr<Communicator> make_local_communicator();

@@ -83,32 +83,14 @@ class MpiCommunicator final : public Communicator {
   int local_size() const override { return local_size_; }
 
   void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) override {
-    // Buckets of consecutive tensors of one dtype, each flattened into one contiguous buffer.
-    size_t i = 0;
-    while (i < tensors.size()) {
-      size_t j = i;
-      int64_t bytes = 0;
-      const auto dtype = tensors[i].scalar_type();
-      while (j < tensors.size() && tensors[j].scalar_type() == dtype &&
-             (j == i || bytes + tensors[j].nbytes() <= static_cast<size_t>(bucket_bytes))) {
-        bytes += static_cast<int64_t>(tensors[j].nbytes());
-        ++j;
-      }
-      std::vector<at::Tensor> flat;
-      for (size_t k = i; k < j; ++k) flat.push_back(tensors[k].reshape({-1}));
+    reduce_in_buckets(tensors, bucket_bytes, [](at::Tensor buffer) {
       // On the CPU the bucket is reduced where it is; elsewhere through one host copy.
-      at::Tensor buffer = at::cat(flat).to(at::kCPU).contiguous();
-      check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()), mpi_type(buffer), MPI_SUM,
+      at::Tensor host = buffer.to(at::kCPU).contiguous();
+      check(MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), mpi_type(host), MPI_SUM,
                           MPI_COMM_WORLD),
             "allreduce");
-      int64_t offset = 0;
-      for (size_t k = i; k < j; ++k) {
-        const int64_t n = tensors[k].numel();
-        tensors[k].copy_(buffer.narrow(0, offset, n).view(tensors[k].sizes()));
-        offset += n;
-      }
-      i = j;
-    }
+      return host;
+    });
   }
 
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {

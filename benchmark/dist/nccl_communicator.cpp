@@ -69,42 +69,21 @@ class NcclCommunicator final : public Communicator {
   int local_size() const override { return mpi_->local_size(); }
 
   void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) override {
-    std::vector<at::Tensor> host;
-    std::vector<size_t> host_at;
-    size_t i = 0;
-    while (i < tensors.size()) {
-      if (!tensors[i].is_cuda()) {  // CPU values (losses, flags): MPI, after the GPU buckets
-        host.push_back(tensors[i]);
-        host_at.push_back(i++);
-        continue;
-      }
-      // A bucket: consecutive GPU tensors of one dtype, flattened into one buffer on the device.
-      size_t j = i;
-      int64_t bytes = 0;
-      const auto dtype = tensors[i].scalar_type();
-      while (j < tensors.size() && tensors[j].is_cuda() && tensors[j].scalar_type() == dtype &&
-             (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= bucket_bytes)) {
-        if (tensors[j].device() != device_)
-          throw std::runtime_error("NCCL communicator: a tensor on " + tensors[j].device().str() + ", this rank uses " +
-                                   device_.str());
-        bytes += static_cast<int64_t>(tensors[j].nbytes());
-        ++j;
-      }
-      std::vector<at::Tensor> flat;
-      for (size_t k = i; k < j; ++k) flat.push_back(tensors[k].reshape({-1}));
-      at::Tensor buffer = at::cat(flat);
+    // GPU tensors through NCCL on the device; CPU values (losses, flags) through MPI, after them.
+    std::vector<at::Tensor> gpu, host;
+    for (const auto& t : tensors) {
+      if (t.is_cuda() && t.device() != device_)
+        throw std::runtime_error("NCCL communicator: a tensor on " + t.device().str() + ", this rank uses " +
+                                 device_.str());
+      (t.is_cuda() ? gpu : host).push_back(t);  // handles: results land in the callers' tensors
+    }
+    reduce_in_buckets(gpu, bucket_bytes, [this](at::Tensor buffer) {
       c10::cuda::CUDAGuard guard(device_);
       check(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<size_t>(buffer.numel()), nccl_type(buffer),
                           ncclSum, comm_, c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
             "all-reduce");
-      int64_t offset = 0;
-      for (size_t k = i; k < j; ++k) {
-        const int64_t n = tensors[k].numel();
-        tensors[k].copy_(buffer.narrow(0, offset, n).view(tensors[k].sizes()));
-        offset += n;
-      }
-      i = j;
-    }
+      return buffer;
+    });
     if (!host.empty()) mpi_->allreduce_sum(host, bucket_bytes);
   }
 
