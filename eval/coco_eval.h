@@ -107,6 +107,21 @@ class CocoEvaluator {
  private:
   struct GtCache;
   const GtCache& gt_cache() const;        // sorted ids and cells, built in the constructor
+
+  // The phases of evaluate(), pycocotools' own (accumulate and summarize need no evaluator state
+  // and are file-local in coco_eval.cpp). What they hand on is defined there too.
+  struct Prepared;  // prepare(): checked detections, grouped with the ground truth into cells
+  struct Matches;   // evaluate_images(): per IoU type, every detection's match flags
+  // loadRes + _prepare: checks the detections, drops unknown categories, groups the rest per
+  // (image, category) cell sorted by score (at most `max_det` a cell). Throws CocoError.
+  Prepared prepare(std::span<const Detection> detections, bool need_segm, uint32_t max_det) const;
+  // evaluateImg for every cell, area range and IoU threshold, per image on threads_ threads.
+  Matches evaluate_images(const Prepared& prepared, std::span<const Detection> detections,
+                          std::span<const IouType> iou_types, const EvalParams& params) const;
+  void evaluate_image(uint32_t image_rank, const Prepared& prepared,
+                      std::span<const Detection> detections, std::span<const IouType> iou_types,
+                      const EvalParams& params, Matches& out) const;
+
   // Ground-truth masks are built per image, on the first segm evaluation that needs them, and
   // kept: a later epoch reuses them. check_gt_segmentations() refuses a ground truth that segm
   // cannot use (no segmentation, wrong RLE size or counts) up front, whatever is evaluated.
