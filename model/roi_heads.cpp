@@ -82,6 +82,20 @@ RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& f
                                                 const ops::Proposals& proposals,
                                                 const std::vector<ImageTargets>& targets,
                                                 SampleStreams& streams) {
+  const SampledRoIs sampled = sample(proposals, targets, streams);
+  RoIHeadsTrainOutput out;
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  out.num_sampled = at::scalar_tensor(sampled.rois.size(0), i64);
+  out.num_positive = at::scalar_tensor(sampled.positives.size(0), i64);
+  box_losses(features, sampled, out.losses);
+  mask_loss(features, sampled, out.losses);
+  return out;
+}
+
+RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
+                                               const std::vector<ImageTargets>& targets,
+                                               SampleStreams& streams) const {
+  RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
   const int64_t n = static_cast<int64_t>(targets.size());
   const ops::Matcher matcher(box_options_.fg_iou_threshold, box_options_.bg_iou_threshold,
                              /*allow_low_quality_matches=*/false);
@@ -90,88 +104,80 @@ RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& f
   const ops::BoxCoder coder(box_options_.box_coder_weights);
   const at::Tensor counts = proposals.counts.cpu();
 
-  // ---- sampling, per image -------------------------------------------------------------------
   std::vector<at::Tensor> rois, labels, pos_rows, pos_labels, box_targets, mask_targets;
   int64_t offset = 0;
-  {
-    RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
-    for (int64_t i = 0; i < n; ++i) {
-      const ImageTargets& t = targets[static_cast<size_t>(i)];
-      // Ground-truth boxes join the proposals, so every object has positive RoIs.
-      const at::Tensor candidates = at::cat(
-          {proposals.boxes[i].slice(0, 0, counts[i].item<int64_t>()),
-           t.boxes.to(proposals.boxes.scalar_type())});
-      const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
-      const at::Tensor gt_index = matched.clamp_min(0);
-      at::Tensor cls = t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
-                                           : at::zeros_like(matched);
-      cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
-      cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
-      auto [pos, neg] = sampler(cls, streams.for_image(i));
-      const at::Tensor keep = pos.logical_or(neg).nonzero().squeeze(1);
-      const at::Tensor boxes = candidates.index_select(0, keep);
-      const at::Tensor cls_kept = cls.index_select(0, keep);
-      const at::Tensor pos_local = (cls_kept > 0).nonzero().squeeze(1);
-      const at::Tensor pos_boxes = boxes.index_select(0, pos_local);
-      const at::Tensor pos_gt = gt_index.index_select(0, keep).index_select(0, pos_local);
-      rois.push_back(as_rois(boxes, i));
-      labels.push_back(cls_kept);
-      pos_rows.push_back(pos_local + offset);
-      pos_labels.push_back(cls_kept.index_select(0, pos_local));
-      box_targets.push_back(coder.encode(t.boxes.index_select(0, pos_gt), pos_boxes));
-      {
-        RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
-        // The reference crops polygons with float32 boxes.
-        mask_targets.push_back(ops::mask_targets(*t.polygons, pos_gt.cpu(), pos_boxes.to(at::kFloat),
-                                                 2 * mask_options_.pooler_resolution));
-      }
-      offset += boxes.size(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const ImageTargets& t = targets[static_cast<size_t>(i)];
+    // Ground-truth boxes join the proposals, so every object has positive RoIs.
+    const at::Tensor candidates = at::cat(
+        {proposals.boxes[i].slice(0, 0, counts[i].item<int64_t>()),
+         t.boxes.to(proposals.boxes.scalar_type())});
+    const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
+    const at::Tensor gt_index = matched.clamp_min(0);
+    at::Tensor cls = t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
+                                         : at::zeros_like(matched);
+    cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
+    cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
+    auto [pos, neg] = sampler(cls, streams.for_image(i));
+    const at::Tensor keep = pos.logical_or(neg).nonzero().squeeze(1);
+    const at::Tensor boxes = candidates.index_select(0, keep);
+    const at::Tensor cls_kept = cls.index_select(0, keep);
+    const at::Tensor pos_local = (cls_kept > 0).nonzero().squeeze(1);
+    const at::Tensor pos_boxes = boxes.index_select(0, pos_local);
+    const at::Tensor pos_gt = gt_index.index_select(0, keep).index_select(0, pos_local);
+    rois.push_back(as_rois(boxes, i));
+    labels.push_back(cls_kept);
+    pos_rows.push_back(pos_local + offset);
+    pos_labels.push_back(cls_kept.index_select(0, pos_local));
+    box_targets.push_back(coder.encode(t.boxes.index_select(0, pos_gt), pos_boxes));
+    {
+      RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
+      // The reference crops polygons with float32 boxes.
+      mask_targets.push_back(ops::mask_targets(*t.polygons, pos_gt.cpu(), pos_boxes.to(at::kFloat),
+                                               2 * mask_options_.pooler_resolution));
     }
+    offset += boxes.size(0);
   }
-  const at::Tensor all_rois = at::cat(rois);
-  const at::Tensor all_labels = at::cat(labels);
-  const at::Tensor all_pos = at::cat(pos_rows);
-  const at::Tensor all_pos_labels = at::cat(pos_labels);
-  const int64_t k = all_rois.size(0), kp = all_pos.size(0);
+  return {.rois = at::cat(rois),
+          .labels = at::cat(labels),
+          .positives = at::cat(pos_rows),
+          .pos_labels = at::cat(pos_labels),
+          .box_targets = at::cat(box_targets),
+          .mask_targets = at::cat(mask_targets)};
+}
 
-  RoIHeadsTrainOutput out;
-  const auto i64 = at::TensorOptions().dtype(at::kLong);
-  out.num_sampled = at::scalar_tensor(k, i64);
-  out.num_positive = at::scalar_tensor(kp, i64);
-
-  // ---- box branch ----------------------------------------------------------------------------
-  {
-    RECORD_FUNCTION("mrcnn::roi_box", std::vector<c10::IValue>());
-    const at::Tensor pooled = pool(features, all_rois, box_options_.pooler_resolution,
-                                   box_options_.sampling_ratio, box_options_.aligned);
-    auto [logits, deltas] = box_predictor->forward(box_head->forward(pooled));
-    if (k == 0) {
-      out.losses["loss_classifier"] = zero_loss({logits, deltas});
-      out.losses["loss_box_reg"] = zero_loss({deltas});
-    } else {
-      out.losses["loss_classifier"] = at::cross_entropy_loss(full_precision(logits), all_labels);
-      // The deltas of each positive's own class: row * C + label of the [K * C, 4] view.
-      const at::Tensor picked =
-          deltas.reshape({k * num_classes_, 4}).index_select(0, all_pos * num_classes_ + all_pos_labels);
-      out.losses["loss_box_reg"] =
-          at::smooth_l1_loss(full_precision(picked), at::cat(box_targets).to(full_precision_type(picked)),
-                             at::Reduction::Sum,
-                             box_options_.box_loss_beta) /
-          static_cast<double>(k);
-    }
+void RoIHeadsImpl::box_losses(const std::vector<at::Tensor>& features, const SampledRoIs& s,
+                              std::map<std::string, at::Tensor>& losses) {
+  RECORD_FUNCTION("mrcnn::roi_box", std::vector<c10::IValue>());
+  const int64_t k = s.rois.size(0);
+  const at::Tensor pooled = pool(features, s.rois, box_options_.pooler_resolution,
+                                 box_options_.sampling_ratio, box_options_.aligned);
+  auto [logits, deltas] = box_predictor->forward(box_head->forward(pooled));
+  if (k == 0) {
+    losses["loss_classifier"] = zero_loss({logits, deltas});
+    losses["loss_box_reg"] = zero_loss({deltas});
+    return;
   }
+  losses["loss_classifier"] = at::cross_entropy_loss(full_precision(logits), s.labels);
+  // The deltas of each positive's own class: row * C + label of the [K * C, 4] view.
+  const at::Tensor picked =
+      deltas.reshape({k * num_classes_, 4}).index_select(0, s.positives * num_classes_ + s.pos_labels);
+  losses["loss_box_reg"] =
+      at::smooth_l1_loss(full_precision(picked), s.box_targets.to(full_precision_type(picked)),
+                         at::Reduction::Sum, box_options_.box_loss_beta) /
+      static_cast<double>(k);
+}
 
-  // ---- mask branch: positive RoIs only -------------------------------------------------------
-  const at::Tensor logits =
-      mask_logits(features, all_rois.index_select(0, all_pos), all_pos_labels);
-  if (kp == 0) {
-    out.losses["loss_mask"] = zero_loss({logits});
-  } else {
-    const at::Tensor logits_fp = full_precision(logits);
-    out.losses["loss_mask"] = at::binary_cross_entropy_with_logits(
-        logits_fp, at::cat(mask_targets).to(logits_fp.device(), logits_fp.scalar_type()));
+void RoIHeadsImpl::mask_loss(const std::vector<at::Tensor>& features, const SampledRoIs& s,
+                             std::map<std::string, at::Tensor>& losses) {
+  const at::Tensor logits = mask_logits(features, s.rois.index_select(0, s.positives), s.pos_labels);
+  if (s.positives.size(0) == 0) {
+    losses["loss_mask"] = zero_loss({logits});
+    return;
   }
-  return out;
+  const at::Tensor logits_fp = full_precision(logits);
+  losses["loss_mask"] = at::binary_cross_entropy_with_logits(
+      logits_fp, s.mask_targets.to(logits_fp.device(), logits_fp.scalar_type()));
 }
 
 std::vector<RawDetections> RoIHeadsImpl::inference(const std::vector<at::Tensor>& features,

@@ -68,6 +68,27 @@ class RoIHeadsImpl : public torch::nn::Module {
   MaskPredictor mask_predictor{nullptr};
 
  private:
+  // The RoIs a training step learns from, over the whole batch: every sampled RoI with its class
+  // (0: background), and the positives' rows, classes, box regression targets and mask targets.
+  struct SampledRoIs {
+    at::Tensor rois;          // [K, 5]
+    at::Tensor labels;        // int64 [K]
+    at::Tensor positives;     // int64 [Kp]: rows of rois
+    at::Tensor pos_labels;    // int64 [Kp]
+    at::Tensor box_targets;   // [Kp, 4]
+    at::Tensor mask_targets;  // float [Kp, M, M]
+  };
+  // Matches proposals (plus the ground-truth boxes) to the targets and samples each image's RoIs
+  // from its stream.
+  SampledRoIs sample(const ops::Proposals& proposals, const std::vector<ImageTargets>& targets,
+                     SampleStreams& streams) const;
+  // The box part: loss_classifier and loss_box_reg into `losses`.
+  void box_losses(const std::vector<at::Tensor>& features, const SampledRoIs& s,
+                  std::map<std::string, at::Tensor>& losses);
+  // The mask part, on the positive RoIs only: loss_mask into `losses`.
+  void mask_loss(const std::vector<at::Tensor>& features, const SampledRoIs& s,
+                 std::map<std::string, at::Tensor>& losses);
+
   // Pools rois [K, 5] from P2..P5.
   at::Tensor pool(const std::vector<at::Tensor>& features, const at::Tensor& rois,
                   int64_t resolution, int64_t sampling_ratio, bool aligned) const;

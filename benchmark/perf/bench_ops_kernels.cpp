@@ -195,7 +195,7 @@ void BM_MaskTargets(benchmark::State& state) {
     }
     inst_off.push_back(static_cast<int64_t>(poly_off.size()) - 1);
   }
-  const mrcnn::model::PolygonList polys{torch::tensor(coords, at::kDouble),
+  const mrcnn::ops::PolygonList polys{torch::tensor(coords, at::kDouble),
                                         torch::tensor(poly_off, at::kLong),
                                         torch::tensor(inst_off, at::kLong)};
   const at::Tensor matched = at::randint(0, 20, {256}, at::kLong);

@@ -15,7 +15,7 @@
 
 namespace mrcnn::ops {
 
-at::Tensor mask_targets(const model::PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
+at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                         const at::Tensor& proposals, int64_t resolution) {
   constexpr const char* kOp = "mask_targets";
   gt_polygons.check();
@@ -100,7 +100,7 @@ at::Tensor mask_targets_op(const at::Tensor& coords, const at::Tensor& poly_offs
                            const at::Tensor& instance_offsets, const at::Tensor& matched_gt_index,
                            const at::Tensor& proposals, int64_t resolution) {
   try {
-    return mask_targets(model::PolygonList{coords, poly_offsets, instance_offsets},
+    return mask_targets(PolygonList{coords, poly_offsets, instance_offsets},
                         matched_gt_index, proposals, resolution);
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK(false, "mrcnn::mask_targets: ", e.what());
@@ -110,7 +110,7 @@ at::Tensor mask_targets_op(const at::Tensor& coords, const at::Tensor& poly_offs
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(mrcnn, m) {
-  // A model::PolygonList spelled out as its three tensors.
+  // A PolygonList spelled out as its three tensors.
   m.def(
       "mask_targets(Tensor coords, Tensor poly_offsets, Tensor instance_offsets, "
       "Tensor matched_gt_index, Tensor proposals, int resolution=28) -> Tensor",

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "model/structures.h"
+#include "model/ops/polygon_list.h"
 
 namespace mrcnn::ops {
 
@@ -32,7 +32,7 @@ namespace mrcnn::ops {
 // non-finite proposal. Every polygon is rasterized as a polygon, also one of 2 points (the
 // reference's frPyObjects would read an instance whose first polygon has exactly 4 coordinates
 // as a box; COCO has no such instance worth copying that quirk for).
-at::Tensor mask_targets(const model::PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
+at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                         const at::Tensor& proposals, int64_t resolution = 28);
 
 }  // namespace mrcnn::ops

@@ -160,7 +160,7 @@ TEST_F(OpsApi, MultilevelRoIAlignThroughCppAutogradIsThreadCountIndependent) {
 
 TEST_F(OpsApi, MaskTargetsAndPasteFromCpp) {
   // One instance: the square (2, 2)-(6, 6), one polygon.
-  model::PolygonList polys{torch::tensor({2.0, 2.0, 6.0, 2.0, 6.0, 6.0, 2.0, 6.0}, at::kDouble),
+  ops::PolygonList polys{torch::tensor({2.0, 2.0, 6.0, 2.0, 6.0, 6.0, 2.0, 6.0}, at::kDouble),
                            torch::tensor({0, 8}, at::kLong), torch::tensor({0, 1}, at::kLong)};
   const at::Tensor proposals = torch::tensor({{2.f, 2.f, 6.f, 6.f}, {0.f, 0.f, 8.f, 8.f}});
   const at::Tensor t = mask_targets(polys, torch::tensor({0, 0}, at::kLong), proposals, 8);

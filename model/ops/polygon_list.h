@@ -1,0 +1,48 @@
+// Polygon masks as the ops take them (mask targets), and as the data pipeline and the model carry
+// them per image (model/structures.h uses this type).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace mrcnn::ops {
+
+// Polygons of many instances, flattened into three CPU tensors:
+//   instance i owns polygons instance_offsets[i] .. instance_offsets[i+1]-1,
+//   polygon j owns coords[poly_offsets[j] .. poly_offsets[j+1]) = x0, y0, x1, y1, ...
+// Coordinates are float64 pixels (COCO polygons are float; float64 keeps rasterization
+// identical to pycocotools'). An instance may have several polygons (occluded objects).
+struct PolygonList {
+  at::Tensor coords;            // float64 [C], C even
+  at::Tensor poly_offsets;      // int64 [P+1], poly_offsets[0] == 0, poly_offsets[P] == C
+  at::Tensor instance_offsets;  // int64 [I+1], instance_offsets[0] == 0, instance_offsets[I] == P
+
+  static PolygonList empty() {
+    auto i64 = at::TensorOptions().dtype(at::kLong);
+    return {at::empty({0}, at::TensorOptions().dtype(at::kDouble)), at::zeros({1}, i64),
+            at::zeros({1}, i64)};
+  }
+
+  int64_t num_instances() const { return instance_offsets.numel() - 1; }
+  int64_t num_polygons() const { return poly_offsets.numel() - 1; }
+
+  // Throws std::invalid_argument if the offsets are inconsistent.
+  void check() const {
+    auto fail = [](const std::string& what) { throw std::invalid_argument("PolygonList: " + what); };
+    if (coords.dim() != 1 || coords.scalar_type() != at::kDouble) fail("coords must be float64 [C]");
+    if (poly_offsets.dim() != 1 || poly_offsets.scalar_type() != at::kLong || poly_offsets.numel() < 1)
+      fail("poly_offsets must be int64 [P+1]");
+    if (instance_offsets.dim() != 1 || instance_offsets.scalar_type() != at::kLong ||
+        instance_offsets.numel() < 1)
+      fail("instance_offsets must be int64 [I+1]");
+    if (coords.numel() % 2 != 0) fail("coords must hold x,y pairs");
+    if (poly_offsets[-1].item<int64_t>() != coords.numel()) fail("poly_offsets must end at coords.numel()");
+    if (instance_offsets[-1].item<int64_t>() != num_polygons())
+      fail("instance_offsets must end at the number of polygons");
+  }
+};
+
+}  // namespace mrcnn::ops
