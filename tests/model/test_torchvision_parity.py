@@ -162,8 +162,9 @@ def errors(boxes, scores, masks, order, ref):
 
 def check_inference(model, images, workdir, dtype, reference=None):
     """float64: the same detections in the same order, to the bit. float32: matched against the
-    float64 result, ours must be about as close to it as torchvision's own float32 result is (both
-    round at about 1e-5 relative through 50 random layers), and the top detections must match."""
+    float64 result, ours must be about as close to it as torchvision's own float32 result is over the
+    batch (both round at about 1e-5 relative through 50 random layers), and the top detections must
+    match."""
     model.to(dtype).eval()
     images = [img.to(dtype) for img in images]
     with torch.no_grad():
@@ -176,6 +177,7 @@ def check_inference(model, images, workdir, dtype, reference=None):
         "image_ids": torch.tensor([1, 2]),
     }
     ours = run_ours(workdir, batch, train=False, dtype=dtype)
+    worst = []  # float32: per image, ours' and torchvision's errors (boxes, scores, mask fraction)
     for i, exp in enumerate(expected):
         boxes, scores = ours[f"det.{i}.boxes"], ours[f"det.{i}.scores"]
         labels, masks = ours[f"det.{i}.labels"], ours[f"det.{i}.masks"]
@@ -203,9 +205,15 @@ def check_inference(model, images, workdir, dtype, reference=None):
         print(f"float32 image {i}: vs float64, ours: {int((ours_order >= 0).sum())} of {n} matched, "
               f"boxes within {ob:.1e} px, scores {os_:.1e}, {om} mask pixels; torchvision: "
               f"{int((tv_order >= 0).sum())} matched, boxes {tb:.1e} px, scores {ts:.1e}, {tm} pixels")
-        assert ob <= max(1e-3, 3 * tb), f"image {i}: boxes {ob} px from exact, torchvision {tb}"
-        assert os_ <= max(1e-5, 3 * ts), f"image {i}: scores {os_} from exact, torchvision {ts}"
-        assert om <= max(masks.numel() * 1e-4, 3 * tm), f"image {i}: {om} mask pixels differ"
+        worst.append((ob, os_, om / masks.numel(), tb, ts, tm / masks.numel()))
+    if worst:
+        # Float32 rounding through the whole network: ours must be as close to the float64 result
+        # as torchvision's float32 is, over the images of the batch (one image's error alone says
+        # little: its size varies by CPU model, from image to image, for both implementations).
+        ob, os_, om, tb, ts, tm = (max(w[k] for w in worst) for k in range(6))
+        assert ob <= max(1e-3, 3 * tb), f"boxes {ob} px from exact, torchvision {tb}"
+        assert os_ <= max(1e-5, 3 * ts), f"scores {os_} from exact, torchvision {ts}"
+        assert om <= max(1e-4, 3 * tm), f"{om:.2e} of the mask pixels differ, torchvision {tm:.2e}"
     return expected
 
 
