@@ -4,16 +4,14 @@
 
 namespace mrcnn::model {
 
-c10::ScalarType AutocastGuard::lower_precision(c10::DeviceType device_type) {
-  return device_type == c10::DeviceType::CPU ? c10::ScalarType::BFloat16 : c10::ScalarType::Half;
-}
-
-AutocastGuard::AutocastGuard(bool enabled, c10::DeviceType device_type)
-    : enabled_(enabled), device_type_(device_type) {
+AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device_type)
+    : enabled_(precision != Precision::kFloat32),
+      dtype_(precision == Precision::kFloat16 ? c10::ScalarType::Half : c10::ScalarType::BFloat16),
+      device_type_(device_type) {
   if (!enabled_) return;
   previous_enabled_ = at::autocast::is_autocast_enabled(device_type_);
   previous_dtype_ = at::autocast::get_autocast_dtype(device_type_);
-  at::autocast::set_autocast_dtype(device_type_, lower_precision(device_type_));
+  at::autocast::set_autocast_dtype(device_type_, dtype_);
   at::autocast::set_autocast_enabled(device_type_, true);
   at::autocast::increment_nesting();
 }

@@ -69,7 +69,7 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
 
   TrainOutput out;
   {
-    AutocastGuard autocast(options_.mixed_precision, dev.type());
+    AutocastGuard autocast(options_.precision, dev.type());
     const std::vector<at::Tensor> feats = features(batch);
     RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true, &targets, &streams);
     RoIHeadsTrainOutput heads = roi_heads->forward_train(feats, proposals.proposals, targets, streams);
@@ -88,7 +88,7 @@ std::vector<Detections> MaskRCNNImpl::inference(const Batch& batch) {
   const c10::Device dev = device();
   std::vector<RawDetections> raw;
   {
-    AutocastGuard autocast(options_.mixed_precision, dev.type());
+    AutocastGuard autocast(options_.precision, dev.type());
     const std::vector<at::Tensor> feats = features(batch);
     RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/false);
     raw = roi_heads->inference(feats, proposals.proposals, batch.image_sizes);

@@ -50,6 +50,22 @@ NormKind parse_norm_kind(const std::string& name) {
   invalid("backbone.norm", "\"frozen_bn\" or \"group_norm\"", "\"" + name + "\"");
 }
 
+const char* to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kFloat32: return "fp32";
+    case Precision::kBFloat16: return "bf16";
+    case Precision::kFloat16: return "fp16";
+  }
+  return "fp32";
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFloat32;
+  if (name == "bf16") return Precision::kBFloat16;
+  if (name == "fp16") return Precision::kFloat16;
+  throw std::invalid_argument("precision \"" + name + "\" (expected \"fp32\", \"bf16\" or \"fp16\")");
+}
+
 const char* to_string(SamplingStreams streams) {
   return streams == SamplingStreams::kPerImage ? "per_image" : "shared";
 }
@@ -79,7 +95,7 @@ void ModelOptions::validate() const {
               std::to_string(b.group_norm_groups));
   }
 
-  if (channels_last && mixed_precision) {
+  if (channels_last && precision == Precision::kBFloat16) {
     // oneDNN's bfloat16 kernel for the weight gradient of a channels-last 1x1 stride-2
     // convolution corrupts the heap when the input has 8 to 15 channels (LibTorch 2.14.1, CPU);
     // the narrowest such input is a basic block's base_channels or a bottleneck's 4x.
@@ -87,7 +103,7 @@ void ModelOptions::validate() const {
     if (narrowest < 16)
       invalid("backbone.base_channels",
               std::string("at least ") + (b.depth >= 50 ? "4" : "16") +
-                  " with channels_last and mixed_precision (the bfloat16 channels-last strided "
+                  " with channels_last and bf16 precision (the bfloat16 channels-last strided "
                   "1x1 convolution of oneDNN fails on narrower inputs)",
               std::to_string(b.base_channels));
   }

@@ -146,6 +146,14 @@ enum class SamplingStreams {
 const char* to_string(SamplingStreams streams);
 SamplingStreams parse_sampling_streams(const std::string& name);
 
+// The arithmetic of the forward pass: float32, or mixed precision through autocast in bfloat16
+// (CPU, HPU) or float16 (CUDA; the trainer scales the loss). Losses are always float32.
+enum class Precision { kFloat32, kBFloat16, kFloat16 };
+
+// "fp32" / "bf16" / "fp16"; parse_precision throws std::invalid_argument on other names.
+const char* to_string(Precision precision);
+Precision parse_precision(const std::string& name);
+
 struct ModelOptions {
   // Classes including the background (COCO: 80 + 1).
   int num_classes = 81;
@@ -164,9 +172,8 @@ struct ModelOptions {
 
   // Convolutions in channels-last (NHWC) memory: faster on tensor cores and on CPU (oneDNN).
   bool channels_last = false;
-  // Mixed precision through autocast: bfloat16 on the CPU, float16 on CUDA. Losses are always
-  // computed in float32.
-  bool mixed_precision = false;
+  // Autocast's lower precision for the forward pass (kFloat32: none).
+  Precision precision = Precision::kFloat32;
 
   // Throws std::invalid_argument naming the first invalid field ("rpn.positive_fraction ...").
   void validate() const;

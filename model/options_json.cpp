@@ -89,7 +89,7 @@ void fields(V& v, ModelOptions& o) {
   v("sampling_streams", o.sampling_streams);
   v("mask_padding", o.mask_padding);
   v("channels_last", o.channels_last);
-  v("mixed_precision", o.mixed_precision);
+  v("precision", o.precision);
 }
 
 template <class T>
@@ -170,6 +170,14 @@ class Reader {
       bad(path, "\"per_image\" or \"shared\"", v);
     }
   }
+  static void read(const json& v, const std::string& path, Precision& out) {
+    if (!v.is_string()) bad(path, "\"fp32\", \"bf16\" or \"fp16\"", v);
+    try {
+      out = parse_precision(v.get<std::string>());
+    } catch (const std::invalid_argument&) {
+      bad(path, "\"fp32\", \"bf16\" or \"fp16\"", v);
+    }
+  }
   template <class T>
     requires Struct<T>
   static void read(const json& v, const std::string& path, T& out) {
@@ -201,6 +209,7 @@ class Writer {
   }
   static json write(const NormKind& v) { return to_string(v); }
   static json write(const SamplingStreams& v) { return to_string(v); }
+  static json write(const Precision& v) { return to_string(v); }
   template <class T>
     requires Struct<T>
   static json write(const T& v) {

@@ -1,7 +1,7 @@
 // ModelOptions <-> JSON: the "model" section of a system configuration. The keys mirror the
 // structs of model/options.h field for field:
 //
-//   {"num_classes": 81, "channels_last": false, "mixed_precision": false,
+//   {"num_classes": 81, "channels_last": false, "precision": "fp32",
 //    "sampling_streams": "per_image",
 //    "backbone":  {"depth": 50, "base_channels": 64, "norm": "frozen_bn", "group_norm_groups": 32,
 //                  "freeze_at": 2, "stride_in_1x1": true},

@@ -1,3 +1,4 @@
+#include "model/seeding.h"
 #include "model/targets.h"
 
 #include <ATen/ATen.h>
@@ -28,13 +29,6 @@ void check_shape(const std::string& field, const at::Tensor& t, at::ScalarType d
   bool ok = t.defined() && t.scalar_type() == dtype && t.dim() == static_cast<int64_t>(shape.size());
   for (size_t d = 0; ok && d < shape.size(); ++d) ok = shape[d] < 0 || t.size(d) == shape[d];
   if (!ok) bad(field, expected, shape_of(t));
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -143,14 +137,13 @@ SampleStreams::SampleStreams(SamplingStreams mode, at::Generator& step_generator
     : step_(&step_generator) {
   if (mode == SamplingStreams::kShared) return;
   // One draw per step, whatever the batch holds.
-  const uint64_t step_seed = static_cast<uint64_t>(
+  const uint64_t step_draw = static_cast<uint64_t>(
       at::randint(std::numeric_limits<int64_t>::max(), {1}, step_generator,
                   at::TensorOptions().dtype(at::kLong).device(step_generator.device()))
           .item<int64_t>());
   per_image_.reserve(image_keys.size());
   for (int64_t key : image_keys)
-    per_image_.push_back(at::make_generator<at::CPUGeneratorImpl>(
-        splitmix64(step_seed ^ splitmix64(static_cast<uint64_t>(key)))));
+    per_image_.push_back(at::make_generator<at::CPUGeneratorImpl>(seeding::image_sample_seed(step_draw, key)));
 }
 
 at::Generator& SampleStreams::for_image(int64_t i) {

@@ -27,7 +27,7 @@ void FakeBatchOptions::validate() const {
 
 model::Batch make_fake_batch(const FakeBatchOptions& o, uint64_t seed, int64_t step) {
   o.validate();
-  Rng rng(derive_seed({seed, 0xFA4Eull, static_cast<uint64_t>(step)}));
+  Rng rng(seeding::fake_batch_seed(seed, step));
   const ImageSize size{o.height, o.width};
   std::vector<SampleTargets> samples(static_cast<size_t>(o.batch_size));
   const double w = static_cast<double>(o.width), h = static_cast<double>(o.height);

@@ -3,7 +3,7 @@
 // standard library. std::shuffle and std::uniform_*_distribution are implementation-defined and
 // are never used for anything that must reproduce.
 //
-//   Rng r(derive_seed(seed, epoch, index));  // one independent stream per (seed, epoch, index)
+//   Rng r(seeding::flip_seed(seed, epoch, index));  // seeds: model/seeding.h, one per stream
 //   r.next_u64(); r.uniform01(); r.below(n); r.uniform(lo, hi);
 //
 // Rng is xoshiro256** seeded through SplitMix64. A value type: cheap to copy, not thread-safe
@@ -11,35 +11,18 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
+
+#include "model/seeding.h"
 
 namespace mrcnn::data {
 
-// One step of SplitMix64: advances `state` and returns a well-mixed 64-bit value.
-inline uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// A seed for the stream named by `parts` (e.g. {run_seed, epoch, sample_index}). Different
-// tuples give unrelated streams; the order of the parts matters.
-inline uint64_t derive_seed(std::initializer_list<uint64_t> parts) {
-  uint64_t state = 0x6A09E667F3BCC909ull;  // any fixed constant: the stream family's name
-  uint64_t h = splitmix64(state);
-  for (uint64_t p : parts) {
-    state ^= p + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    h = splitmix64(state);
-  }
-  return h;
-}
+using seeding::derive_seed;
 
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
     uint64_t s = seed;
-    for (auto& w : s_) w = splitmix64(s);
+    for (auto& w : s_) w = seeding::splitmix64(s);
   }
 
   uint64_t next_u64() {

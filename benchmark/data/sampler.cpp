@@ -41,8 +41,7 @@ std::vector<std::vector<int64_t>> BatchSampler::epoch(uint64_t seed, int64_t epo
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
   if (options_.shuffle) {
-    // Stream tag 0x5A3F separates the shuffle from the flips derived from the same seed.
-    Rng rng(derive_seed({seed, 0x5A3Full, static_cast<uint64_t>(epoch)}));
+    Rng rng(seeding::epoch_order_seed(seed, epoch));
     rng.shuffle(order.begin(), order.end());
   }
 

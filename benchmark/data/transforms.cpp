@@ -46,8 +46,7 @@ ImageSize reference_resize_size(ImageSize source, int64_t min_size, int64_t max_
 bool flip_decision(uint64_t seed, int64_t epoch, int64_t index, double p) {
   if (p <= 0.0) return false;
   if (p >= 1.0) return true;
-  // Stream tag 0xF11F separates flips from every other stream derived from the same triple.
-  Rng rng(derive_seed({seed, 0xF11Full, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)}));
+  Rng rng(seeding::flip_seed(seed, epoch, index));
   return rng.uniform01() < p;
 }
 

@@ -2,35 +2,11 @@
 
 #include <cmath>
 
+#include "model/seeding.h"
+
 namespace mrcnn::train {
 
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::kFloat32;
-  if (name == "bf16") return Precision::kBFloat16;
-  if (name == "fp16") return Precision::kFloat16;
-  throw std::invalid_argument("precision '" + name + "' (expected fp32, bf16 or fp16)");
-}
-
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::kFloat32: return "fp32";
-    case Precision::kBFloat16: return "bf16";
-    case Precision::kFloat16: return "fp16";
-  }
-  return "fp32";
-}
-
-uint64_t step_seed(uint64_t seed, int64_t step) {
-  auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(seed) ^ static_cast<uint64_t>(step));
-}
-
-Trainer::Trainer(TrainableModel& model, TrainerOptions options, dist::Communicator& comm)
+Trainer::Trainer(TrainableModel& model, TrainerOptions options, comm::Communicator& comm)
     : model_(model),
       options_(std::move(options)),
       comm_(comm),
@@ -50,8 +26,7 @@ StepResult Trainer::step(const model::Batch& batch) {
   r.images = batch.size();
 
   model_.set_training(true);
-  // Each rank samples anchors and RoIs from its own stream (rank 0's is the single-rank one).
-  model_.set_step_seed(step_seed(options_.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(comm_.rank()), step_));
+  model_.set_step_seed(seeding::step_seed(options_.seed, comm_.rank(), step_));
   sgd_.zero_grad();
   const auto losses = model_.losses(batch);
   if (losses.empty()) throw std::runtime_error("the model returned no losses");
@@ -110,12 +85,15 @@ StepResult Trainer::step(const model::Batch& batch) {
   return r;
 }
 
-void Trainer::restore(int64_t step, const std::map<std::string, at::Tensor>& optimizer_state, double loss_scale,
-                      int64_t scaler_good_steps) {
-  if (step < 0) throw std::runtime_error("checkpoint step is negative");
-  sgd_.load_state(optimizer_state);
-  scaler_.restore(loss_scale, scaler_good_steps);
-  step_ = step;
+TrainerState Trainer::state() const {
+  return {.step = step_, .optimizer = sgd_.state(), .loss_scale = scaler_.scale(), .scaler_good_steps = scaler_.good_steps()};
+}
+
+void Trainer::load_state(const TrainerState& state) {
+  if (state.step < 0) throw std::runtime_error("checkpoint step is negative");
+  sgd_.load_state(state.optimizer);
+  scaler_.restore(state.loss_scale, state.scaler_good_steps);
+  step_ = state.step;
 }
 
 }  // namespace mrcnn::train

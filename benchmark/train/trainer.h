@@ -16,10 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "benchmark/dist/communicator.h"
+#include "benchmark/comm/communicator.h"
 #include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/lr_schedule.h"
 #include "benchmark/train/sgd.h"
+#include "model/options.h"
 #include "model/structures.h"
 
 namespace mrcnn::train {
@@ -45,9 +46,7 @@ class TrainableModel {
   virtual void set_step_seed(uint64_t seed) = 0;
 };
 
-enum class Precision { kFloat32, kBFloat16, kFloat16 };
-Precision parse_precision(const std::string& name);  // "fp32" | "bf16" | "fp16"
-const char* to_string(Precision p);
+using model::Precision;
 
 struct TrainerOptions {
   LrScheduleOptions schedule;
@@ -55,7 +54,7 @@ struct TrainerOptions {
   Precision precision = Precision::kFloat32;
   // Clip gradients to this global L2 norm; 0 disables clipping.
   double gradient_clip_norm = 0.0;
-  // The run's seed: step s draws its samples from step_seed(seed, s).
+  // The run's seed: step s of rank r draws its samples from seeding::step_seed(seed, r, s).
   uint64_t seed = 0;
   at::Device device = at::kCPU;
 };
@@ -77,13 +76,17 @@ struct StepResult {
   int64_t images = 0;                    // images in this rank's batch
 };
 
-// A well-mixed 64-bit seed for step `step` of a run seeded with `seed` (splitmix64 of both).
-uint64_t step_seed(uint64_t seed, int64_t step);
+struct TrainerState {
+  int64_t step = 0;  // optimizer steps taken
+  std::map<std::string, at::Tensor> optimizer;  // momentum buffers by parameter name
+  double loss_scale = 1.0;
+  int64_t scaler_good_steps = 0;
+};
 
 class Trainer {
  public:
   // `model` and `comm` must outlive the trainer.
-  Trainer(TrainableModel& model, TrainerOptions options, dist::Communicator& comm);
+  Trainer(TrainableModel& model, TrainerOptions options, comm::Communicator& comm);
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
@@ -93,16 +96,16 @@ class Trainer {
   double lr_at(int64_t step) const { return schedule_.lr(step); }
   const TrainerOptions& options() const { return options_; }
 
-  // Optimizer, scaler and step counter, for checkpoints.
-  std::map<std::string, at::Tensor> optimizer_state() const { return sgd_.state(); }
-  void restore(int64_t step, const std::map<std::string, at::Tensor>& optimizer_state, double loss_scale,
-               int64_t scaler_good_steps);
+  // Everything of the trainer a checkpoint holds (the network's own state is the model's).
+  TrainerState state() const;
+  // Continues from `state` as if the steps before it had run in this process.
+  void load_state(const TrainerState& state);
   const LossScaler& scaler() const { return scaler_; }
 
  private:
   TrainableModel& model_;
   TrainerOptions options_;
-  dist::Communicator& comm_;
+  comm::Communicator& comm_;
   LrSchedule schedule_;
   Sgd sgd_;
   LossScaler scaler_;

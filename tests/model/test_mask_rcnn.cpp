@@ -228,7 +228,7 @@ TEST_F(MaskRCNNTest, ChannelsLastComputesTheSameNetwork) {
 
 TEST_F(MaskRCNNTest, MixedPrecisionKeepsFloat32LossesAndTrains) {
   ModelOptions o = tiny_options();
-  o.mixed_precision = true;
+  o.precision = Precision::kBFloat16;
   o.channels_last = true;
   EXPECT_THROW(o.validate(), std::invalid_argument);  // 8 channels: see ModelOptions::validate
   o.backbone.base_channels = 16;
