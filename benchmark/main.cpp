@@ -6,24 +6,13 @@
 #include <exception>
 #include <string_view>
 
+#include "eval/coco_eval_command.h"
 #include "logging/check_command.h"
 #include "logging/console.h"
-// A command is compiled in when its library is part of the build (MRCNN_<LIB>=1 from CMake).
-#if MRCNN_EVAL && __has_include("eval/coco_eval_command.h")
-#define MRCNN_CMD_COCO_EVAL 1
-#include "eval/coco_eval_command.h"
-#endif
-#if MRCNN_HARNESS && __has_include("benchmark/run/model_commands.h")
-#define MRCNN_CMD_MODEL 1
-#include "benchmark/run/model_commands.h"
-#endif
-#if MRCNN_HARNESS && __has_include("benchmark/data/synth_command.h")
-#define MRCNN_CMD_SYNTH 1
+// The LibTorch part of the project (MRCNN_WITH_TORCH, on by default) brings the harness's commands.
+#if MRCNN_WITH_TORCH
 #include "benchmark/data/synth_command.h"
-#endif
-#if MRCNN_HARNESS && __has_include("benchmark/run/train_command.h")
-#define MRCNN_CMD_TRAIN 1
-#include "benchmark/run/train_command.h"
+#include "benchmark/run/commands.h"
 #endif
 
 namespace {
@@ -35,20 +24,14 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"check", mrcnn::logging::check_main,
-     "check MLPerf logs against the Mask R-CNN 3.1.0 compliance rules"},
-#if MRCNN_CMD_COCO_EVAL
-    {"coco-eval", mrcnn::eval::coco_eval_main,
-     "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
-#endif
-#if MRCNN_CMD_MODEL
+    {"check", mrcnn::logging::check_main, "check MLPerf logs against the Mask R-CNN 3.1.0 compliance rules"},
+    {"coco-eval", mrcnn::eval::coco_eval_main, "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
+#if MRCNN_WITH_TORCH
+    {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},
     {"eval", mrcnn::run::eval_main, "COCO metrics of trained weights on a dataset"},
     {"predict", mrcnn::run::predict_main, "detections of trained weights on images (JSON + PNG)"},
-#endif
-#if MRCNN_CMD_TRAIN
-    {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},
-#endif
-#if MRCNN_CMD_SYNTH
+    {"config", mrcnn::run::config_main, "the resolved configuration of a system file (or some of its keys)"},
+    {"launch", mrcnn::run::launch_main, "start a system's ranks (mpirun from its launch settings)"},
     {"synth", mrcnn::data::synth_main, "write the synthetic COCO-format dataset"},
 #endif
 };

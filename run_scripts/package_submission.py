@@ -33,41 +33,27 @@ import tarfile
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RULESET = "3.1.0"
 
+sys.path.insert(0, str(REPO / "run_scripts"))
+from mlperf_log_reader import records, run_seconds  # noqa: E402
+
 
 class BadInput(Exception):
     pass
-
-
-def run_seconds(log):
-    t, status = {}, None
-    for line in log.read_text(encoding="latin-1").splitlines():
-        if ":::MLLOG " not in line:
-            continue
-        try:
-            r = json.loads(line.split(":::MLLOG ", 1)[1])
-        except json.JSONDecodeError:
-            continue
-        if r.get("key") in ("run_start", "run_stop"):
-            t[r["key"]] = r["time_ms"]
-            if r["key"] == "run_stop":
-                status = (r.get("metadata") or {}).get("status")
-    if len(t) != 2:
-        return None, status
-    return (t["run_stop"] - t["run_start"]) / 1000.0, status
 
 
 def load_inputs(args):
     system_file = REPO / "systems" / f"{args.system}.json"
     if not system_file.is_file():
         raise BadInput(f"{system_file}: no such system file")
-    try:
-        config = json.loads(system_file.read_text())
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{system_file}: not valid JSON ({e})")
-    for key in ("system", "submission"):
-        if not isinstance(config.get(key), dict):
-            raise BadInput(f"{system_file}: no \"{key}\" object")
-    org = config["submission"].get("org")
+    # The executable reads, validates and resolves the system file, as `train` does.
+    binary = pathlib.Path(args.build_dir) / "benchmark" / "mlperf-maskrcnn"
+    if not binary.is_file():
+        raise BadInput(f"{binary} not built (run_scripts/bootstrap.sh, then cmake --build)")
+    p = subprocess.run([str(binary), "config", "--system", str(system_file)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise BadInput(p.stderr.strip().removeprefix("mlperf-maskrcnn config: error: "))
+    config = json.loads(p.stdout)
+    org = config["submission"]["org"]
     if not org or "/" in org:
         raise BadInput(f"{system_file}: submission.org must be a non-empty name without '/'")
     results = pathlib.Path(args.results) / args.system / "maskrcnn"
@@ -159,7 +145,7 @@ def main():
     report = {"system": args.system, "org": org, "commit": commit, "runs": []}
     binary = pathlib.Path(args.build_dir) / "benchmark" / "mlperf-maskrcnn"
     for log in sorted(res.glob("result_*.txt")):
-        seconds, status = run_seconds(log)
+        seconds, status = run_seconds(records(log, skip_malformed=True))
         verdict = None
         if binary.is_file():
             p = subprocess.run([str(binary), "check", str(log)], capture_output=True, text=True)

@@ -16,13 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-
-def read_log(path):
-    events = []
-    for line in path.read_text(encoding="latin-1").splitlines():
-        if ":::MLLOG " in line:
-            events.append(json.loads(line.split(":::MLLOG ", 1)[1]))
-    return events
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from mlperf_log_reader import records  # noqa: E402
 
 
 def main():
@@ -35,7 +30,7 @@ def main():
     for f in (metrics_file, log_file):
         if not f.is_file():
             sys.exit(f"plot_run: {f} does not exist (is {run} a run folder?)")
-    events = read_log(log_file)
+    events = records(log_file)
     keyed = {}
     for e in events:
         keyed.setdefault(e["key"], []).append(e)

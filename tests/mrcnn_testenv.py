@@ -14,6 +14,9 @@ SOURCE_DIR = pathlib.Path(os.environ.get("MRCNN_SOURCE_DIR", pathlib.Path(__file
 BUILD_DIR = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", SOURCE_DIR / "build")).resolve()
 PYTHON = sys.executable
 
+sys.path.insert(0, str(SOURCE_DIR / "run_scripts"))
+import mlperf_log_reader  # noqa: E402  (the project's one reader of :::MLLOG lines)
+
 
 def binary(name: str) -> pathlib.Path:
     """Path of a built executable (searched under the build folder), or a clear failure."""
@@ -40,9 +43,8 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 
 def mllog_records(log) -> list:
-    """The JSON records of an MLPerf log's `:::MLLOG ` lines, in order."""
-    text = pathlib.Path(log).read_text(encoding="latin-1")
-    return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in text.splitlines() if ":::MLLOG " in line]
+    """The JSON records of an MLPerf log's `:::MLLOG ` lines, in order (the project's one reader)."""
+    return mlperf_log_reader.records(log)
 
 
 def eval_accuracies(run_dir) -> dict:

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "benchmark/data/coco_layout.h"
 #include "benchmark/data/image_codec.h"
 #include "benchmark/data/sampler.h"
 #include "eval/coco.h"
@@ -25,9 +26,9 @@ std::string describe_annotation(const std::string& file, const eval::Annotation&
 
 CocoDatasetOptions CocoDatasetOptions::coco(const std::string& root, const std::string& split, bool train) {
   CocoDatasetOptions o;
-  const std::filesystem::path r(root);
-  o.annotation_file = (r / "annotations" / ("instances_" + split + ".json")).string();
-  o.image_dir = (r / split).string();
+  const CocoLayout layout{root};
+  o.annotation_file = layout.annotation_file(split).string();
+  o.image_dir = layout.image_dir(split).string();
   o.remove_images_without_annotations = train;
   o.transform = train ? TransformOptions::mlperf_train() : TransformOptions::mlperf_eval();
   return o;

@@ -37,8 +37,7 @@ struct CocoDatasetOptions {
   TransformOptions transform;   // MLPerf training transform by default
   bool progress = true;         // a progress line while indexing, on stderr
 
-  // The standard layout: ROOT/annotations/instances_SPLIT.json and ROOT/SPLIT/, with the
-  // reference's training or evaluation settings.
+  // A split of a COCO folder (CocoLayout), with the reference's training or evaluation settings.
   static CocoDatasetOptions coco(const std::string& root, const std::string& split, bool train);
 };
 

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "benchmark/data/coco_layout.h"
 #include "benchmark/data/rng.h"
 #include "logging/progress.h"
 
@@ -189,7 +190,7 @@ void SynthOptions::validate() const {
 
 SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64_t index) {
   const int64_t W = o.width, H = o.height;
-  Rng rng(derive_seed({o.seed, static_cast<uint64_t>(split), static_cast<uint64_t>(index)}));
+  Rng rng(seeding::synth_image_seed(o.seed, static_cast<int>(split), index));
 
   // Background: a low-saturation base colour with smooth texture.
   const double level = rng.uniform(85.0, 165.0);
@@ -298,10 +299,13 @@ SynthSummary write_synthetic_dataset(const SynthOptions& o) {
   namespace fs = std::filesystem;
   const auto start = std::chrono::steady_clock::now();
   const fs::path root(o.out_dir);
+  const CocoLayout layout{root};
+  auto split_name = [](SynthSplit s) { return s == SynthSplit::kTrain ? "train2017" : "val2017"; };
   std::error_code ec;
-  for (const char* sub : {"annotations", "train2017", "val2017"}) {
-    fs::create_directories(root / sub, ec);
-    if (ec) throw std::runtime_error((root / sub).string() + ": cannot create folder (" + ec.message() + ")");
+  for (const fs::path& dir : {layout.annotation_file("train2017").parent_path(), layout.image_dir("train2017"),
+                              layout.image_dir("val2017")}) {
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(dir.string() + ": cannot create folder (" + ec.message() + ")");
   }
 
   struct Job {
@@ -324,8 +328,8 @@ SynthSummary write_synthetic_dataset(const SynthOptions& o) {
       try {
         const Job& job = jobs[j];
         SynthImage img = render_synthetic_image(o, job.split, job.index);
-        const fs::path file = root / (job.split == SynthSplit::kTrain ? "train2017" : "val2017") /
-                              image_file_name(image_id_of(o, job.split, job.index));
+        const fs::path file =
+            layout.image_dir(split_name(job.split)) / image_file_name(image_id_of(o, job.split, job.index));
         write_file(file.string(), encode_jpeg(img.image, o.jpeg_quality));
         objects[j] = std::move(img.objects);
       } catch (...) {
@@ -389,7 +393,7 @@ SynthSummary write_synthetic_dataset(const SynthOptions& o) {
                 {"images", std::move(images)},
                 {"annotations", std::move(annotations)},
                 {"categories", std::move(categories)}};
-    const fs::path file = root / "annotations" / (train ? "instances_train2017.json" : "instances_val2017.json");
+    const fs::path file = layout.annotation_file(split_name(split));
     const std::string text = doc.dump();
     write_file(file.string(), std::vector<uint8_t>(text.begin(), text.end()));
   }

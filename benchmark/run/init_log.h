@@ -8,17 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "benchmark/config/system_config.h"
 #include "logging/mllog.h"
 
 namespace mrcnn::run {
 
-struct SubmissionInfo {
-  std::string benchmark = "maskrcnn";
-  std::string org;
-  std::string division;  // "closed" | "open"
-  std::string status;    // "onprem" | "cloud" | "preview" | "research"
-  std::string platform;  // e.g. "8xNVIDIA V100-SXM2-32GB"
-};
+using config::SubmissionInfo;
 
 struct LoggedHyperparameters {
   int64_t global_batch_size = 0;

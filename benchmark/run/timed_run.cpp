@@ -1,12 +1,8 @@
 #include "benchmark/run/timed_run.h"
 
-#include <cerrno>
-#include <cstring>
-#include <sstream>
 
 #include "logging/console.h"
 #include "logging/keys.h"
-#include "logging/progress.h"
 
 namespace mrcnn::run {
 
@@ -15,7 +11,7 @@ namespace key = logging::key;
 namespace meta = logging::meta;
 
 TimedRun::TimedRun(logging::MLLogger& mllog, train::TrainableModel& model, train::Trainer& trainer, RunParts parts,
-                   dist::Communicator& comm, TimedRunOptions options)
+                   comm::Communicator& comm, TimedRunOptions options)
     : mllog_(mllog),
       model_(model),
       trainer_(trainer),
@@ -30,12 +26,9 @@ TimedRun::TimedRun(logging::MLLogger& mllog, train::TrainableModel& model, train
                                 std::to_string(options_.first_epoch) + ")");
 }
 
-void TimedRun::write_metrics(const std::string& json_line) {
-  if (metrics_ == nullptr) return;
-  std::lock_guard lock(mutex_);
-  std::fputs(json_line.c_str(), metrics_);
-  std::fputc('\n', metrics_);
-  std::fflush(metrics_);
+template <typename Hook>
+void TimedRun::notify(Hook hook) {
+  for (RunObserver* o : options_.observers) hook(*o);
 }
 
 // Runs on the scorer's thread: logs the score with its own timestamp, then tells the training
@@ -61,24 +54,21 @@ void TimedRun::log_accuracy(int64_t epoch, std::exception_ptr error, const Accur
   }
   logging::info(logging::strprintf("epoch %lld scored: BBOX %.4f  SEGM %.4f  (%.1f s)%s", static_cast<long long>(epoch),
                                    acc.bbox, acc.segm, acc.scoring_seconds, converged ? "  -- targets reached" : ""));
-  Json m{{"event", "eval"}, {"epoch", epoch}, {"bbox", acc.bbox}, {"segm", acc.segm},
-         {"scoring_seconds", acc.scoring_seconds}, {"time_ms", logging::now_ms()}};
-  write_metrics(m.dump());
+  notify([&](RunObserver& o) { o.scored(epoch, acc); });
 }
 
 void TimedRun::run_validation(int64_t epoch) {
   model_.set_training(false);
   at::NoGradGuard no_grad;
-  std::unique_ptr<logging::Progress> bar;
-  if (options_.show_progress && comm_.is_main())
-    bar = std::make_unique<logging::Progress>("eval  " + std::to_string(epoch), val_->batches_per_epoch(), "batch");
+  notify([&](RunObserver& o) { o.eval_started(epoch, val_->batches_per_epoch()); });
   auto stream = val_->epoch(epoch);
   int64_t done = 0;
   while (auto batch = stream->next()) {
     scorer_->add(epoch, model_.detect(*batch));
-    if (bar) bar->update(++done);
+    ++done;
+    notify([&](RunObserver& o) { o.eval_batch_done(epoch, done); });
   }
-  if (bar) bar->finish();
+  notify([&](RunObserver& o) { o.eval_done(epoch); });
 }
 
 void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::string& status) {
@@ -88,9 +78,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     mllog_.log(key::kBlockStart, nullptr, Json{{meta::kFirstEpochNum, epoch}, {meta::kEpochCount, 1}});
     mllog_.log(key::kEpochStart, nullptr, Json{{meta::kEpochNum, epoch}});
     ++result_.epochs_trained;
-    std::unique_ptr<logging::Progress> bar;
-    if (options_.show_progress && comm_.is_main())
-      bar = std::make_unique<logging::Progress>("epoch " + std::to_string(epoch), rank_images, "img");
+    notify([&](RunObserver& o) { o.epoch_started(epoch, rank_images); });
     auto stream = train_->epoch(epoch);
     int64_t images = 0;
     const auto epoch_t0 = std::chrono::steady_clock::now();
@@ -104,28 +92,15 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
         result_.steps.push_back(r);
         result_.step_finished.push_back(now);
       }
-      if (metrics_ != nullptr) {
-        Json m{{"event", "step"}, {"epoch", epoch}, {"step", r.step}, {"lr", r.lr}, {"loss", r.loss},
-               {"losses", r.losses}, {"images_per_s", secs > 0 ? images / secs : 0.0},
-               {"time_ms", logging::now_ms()}};
-        if (r.skipped) m["skipped"] = true;
-        if (r.grad_norm > 0) m["grad_norm"] = r.grad_norm;
-        write_metrics(m.dump());
-      }
-      if (bar) {
-        char extra[96];
-        std::snprintf(extra, sizeof extra, "loss %.4f  lr %.5f", r.loss, r.lr);
-        bar->update(images, extra);
-      }
+      notify([&](RunObserver& o) { o.step_done(epoch, r, images, secs); });
       if (target_reached()) {  // an earlier epoch's score arrived and met the targets
         stop = true;
         break;
       }
     }
-    if (bar) bar->finish();
     mllog_.log(key::kEpochStop, nullptr, Json{{meta::kEpochNum, epoch}});
     mllog_.log(key::kBlockStop, nullptr, Json{{meta::kFirstEpochNum, epoch}});
-    if (options_.on_epoch_end) options_.on_epoch_end(epoch);
+    notify([&](RunObserver& o) { o.epoch_done(epoch); });
     if (stop) break;
 
     mllog_.log(key::kEvalStart, nullptr, Json{{meta::kEpochNum, epoch}});
@@ -144,20 +119,6 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
 }
 
 RunResult TimedRun::run() {
-  const std::string& mpath = options_.metrics_path;
-  if (comm_.is_main() && !mpath.empty()) {
-    metrics_ = std::fopen(mpath.c_str(), options_.first_epoch > 1 ? "a" : "w");
-    if (metrics_ == nullptr)
-      throw std::runtime_error("cannot write metrics file '" + mpath + "': " + std::strerror(errno));
-  }
-  struct CloseMetrics {
-    std::FILE*& f;
-    ~CloseMetrics() {
-      if (f) std::fclose(f);
-      f = nullptr;
-    }
-  } close_metrics{metrics_};
-
   result_.run_start_ms = mllog_.log(key::kRunStart);
   if (result_.run_start_ms == 0) result_.run_start_ms = logging::now_ms();
   const auto t0 = std::chrono::steady_clock::now();

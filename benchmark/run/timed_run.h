@@ -9,7 +9,9 @@
 // targets are met, or "aborted" when the epoch budget is spent without reaching them.
 //
 // The parts are reached through small interfaces (TrainableModel, DataSource, Scorer), so the
-// same loop runs Mask R-CNN on COCO and the tiny models and datasets of its tests.
+// same loop runs Mask R-CNN on COCO and the tiny models and datasets of its tests. What is not
+// the MLPerf sequence itself (the metrics file, progress bars, checkpoints, profiling) hangs on
+// the loop as RunObservers (run/observers.h), as detectron2's hooks hang on its trainer.
 // Not thread-safe: run() is called once, from the training thread.
 #pragma once
 
@@ -22,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmark/dist/communicator.h"
+#include "benchmark/comm/communicator.h"
 #include "benchmark/train/trainer.h"
 #include "logging/mllog.h"
 #include "model/structures.h"
@@ -68,6 +70,25 @@ class Scorer {
   virtual void wait_all() = 0;
 };
 
+// Watches the timed run. Every hook has an empty default; observers are called in the order
+// given, on the training thread, except scored(), which runs on the scorer's thread (one call at
+// a time, in epoch order). An observer that throws ends the run like any other error.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void epoch_started(int64_t /*epoch*/, int64_t /*rank_images*/) {}
+  // After each optimizer step; `epoch_images` and `epoch_seconds` count this epoch so far.
+  virtual void step_done(int64_t /*epoch*/, const train::StepResult& /*step*/, int64_t /*epoch_images*/,
+                         double /*epoch_seconds*/) {}
+  // After epoch_stop and block_stop (the place for checkpoints).
+  virtual void epoch_done(int64_t /*epoch*/) {}
+  virtual void eval_started(int64_t /*epoch*/, int64_t /*batches*/) {}
+  virtual void eval_batch_done(int64_t /*epoch*/, int64_t /*batches_done*/) {}
+  virtual void eval_done(int64_t /*epoch*/) {}
+  // After eval_accuracy and eval_stop are logged for `epoch`.
+  virtual void scored(int64_t /*epoch*/, const Accuracy& /*accuracy*/) {}
+};
+
 struct TimedRunOptions {
   int64_t first_epoch = 1;  // > 1 when resuming from a checkpoint
   int64_t max_epochs = 20;
@@ -76,12 +97,8 @@ struct TimedRunOptions {
   // false: the training thread waits for each epoch's score before going on (for debugging;
   // MLPerf runs overlap scoring with training).
   bool async_eval = true;
-  // JSON-lines metrics (step, losses, learning rate, images/s; one line per scored epoch);
-  // "" writes none. Only rank 0 writes.
-  std::string metrics_path;
-  // Called after epoch_stop with the finished epoch (checkpoints); may be empty.
-  std::function<void(int64_t epoch)> on_epoch_end;
-  bool show_progress = true;
+  // Not owned; each must outlive the run.
+  std::vector<RunObserver*> observers;
 };
 
 struct RunResult {
@@ -108,7 +125,7 @@ class TimedRun {
  public:
   // Every reference must outlive the TimedRun.
   TimedRun(logging::MLLogger& mllog, train::TrainableModel& model, train::Trainer& trainer, RunParts parts,
-           dist::Communicator& comm, TimedRunOptions options);
+           comm::Communicator& comm, TimedRunOptions options);
 
   // Logs run_start, builds the data and the scorer, logs train_samples and eval_samples, and
   // runs everything up to run_stop. A non-finite loss or any other error after run_start ends
@@ -118,7 +135,8 @@ class TimedRun {
  private:
   void log_accuracy(int64_t epoch, std::exception_ptr error, const Accuracy& acc);
   void run_validation(int64_t epoch);
-  void write_metrics(const std::string& json_line);
+  template <typename Hook>
+  void notify(Hook hook);
 
   void train_epochs(const std::function<bool()>& target_reached, std::string& status);
 
@@ -129,14 +147,13 @@ class TimedRun {
   std::unique_ptr<DataSource> train_;
   std::unique_ptr<DataSource> val_;
   std::unique_ptr<Scorer> scorer_;
-  dist::Communicator& comm_;
+  comm::Communicator& comm_;
   const TimedRunOptions options_;
 
   std::mutex mutex_;  // guards the fields below, written by the scorer's callback
   RunResult result_;
   bool target_reached_ = false;
   std::exception_ptr scoring_error_;
-  std::FILE* metrics_ = nullptr;
 };
 
 }  // namespace mrcnn::run

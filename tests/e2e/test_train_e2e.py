@@ -6,7 +6,10 @@
    losses and accuracy exactly, and its log says it was resumed.
 3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
    both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0).
+4. `predict` and `eval` give the same detections (boxes with the data's box convention, scores,
+   categories) for the same weights and images.
 """
+import json
 import pathlib
 import sys
 
@@ -72,6 +75,31 @@ def main():
                             "--ruleset", "3.1.0", log, "--log_output", tmp / "cc.log"], cwd=tmp)
         assert official.returncode == 0, official.stdout + official.stderr
         print("converged run: log passes mlperf-maskrcnn check and the official checker")
+
+        # The trained weights through eval (the validation set) and predict (its images one by one;
+        # eval one image a batch too, so that both run the very same convolutions), with the
+        # reference's inclusive-pixel box convention, which both must apply.
+        weights = d / "model.safetensors"
+        legacy = ["--set", "data.legacy_plus_one=true"]
+        pe = env.run([env.mlperf_maskrcnn(), "eval", "--weights", weights, "--data", data, "--system", SYSTEM,
+                      "--set", "run.eval_images_per_batch=1", *legacy, "--results", tmp / "eval.json"])
+        assert pe.returncode == 0, pe.stderr[-3000:]
+        val = json.loads((data / "annotations" / "instances_val2017.json").read_text())
+        images = {im["file_name"]: im["id"] for im in val["images"]}
+        names = sorted(images)[:3]
+        pp = env.run([env.mlperf_maskrcnn(), "predict", "--weights", weights, "--system", SYSTEM, "--data", data,
+                      *legacy, "--score-threshold", "0", "--out", tmp / "pred", *[data / "val2017" / n for n in names]])
+        assert pp.returncode == 0, pp.stderr[-3000:]
+        key = lambda r: (r["category_id"], r["score"], tuple(r["bbox"]), r["segmentation"]["counts"])  # noqa: E731
+        evaluated = json.loads((tmp / "eval.json").read_text())
+        predicted = json.loads((tmp / "pred" / "predictions.json").read_text())
+        compared = 0
+        for name in names:
+            e = sorted(key(r) for r in evaluated if r["image_id"] == images[name])
+            p_ = sorted(key(r) for r in predicted if r["file_name"] == name)
+            assert e and e == p_, f"{name}: eval and predict differ\n{e[:2]}\n{p_[:2]}"
+            compared += len(e)
+        print(f"predict and eval: the same {compared} detections of {len(names)} images")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "benchmark/run/init_log.h"
+#include "benchmark/run/observers.h"
 #include "benchmark/run/timed_run.h"
 #include "logging/compliance.h"
 #include "toy_parts.h"
@@ -45,7 +46,7 @@ struct ToyRun {
                          .warmup_factor = 0.1, .decay_steps = {30, 40}});
     ToyModel model;
     model.nan_at_step_ = nan_at_step;
-    auto comm = dist::make_local_communicator();
+    auto comm = comm::make_local_communicator();
     train::Trainer trainer(model,
                            {.schedule = {.base_lr = 0.01, .warmup_steps = 5, .warmup_factor = 0.1, .decay_steps = {30, 40}},
                             .seed = seed},
@@ -54,8 +55,14 @@ struct ToyRun {
     RunParts parts{[this] { return std::make_unique<ToyData>(batches, 8); },
                    [] { return std::make_unique<ToyData>(2, 8); },
                    [this] { return std::make_unique<ToyScorer>(bbox_per_epoch, segm_per_epoch, scoring_delay); }};
+    std::unique_ptr<MetricsFile> metrics_file;
+    std::vector<RunObserver*> observers;
+    if (!metrics.empty()) {
+      metrics_file = std::make_unique<MetricsFile>(metrics, /*append=*/false);
+      observers.push_back(metrics_file.get());
+    }
     TimedRun timed(mllog, model, trainer, std::move(parts), *comm,
-                   {.max_epochs = max_epochs, .async_eval = async, .metrics_path = metrics, .show_progress = false});
+                   {.max_epochs = max_epochs, .async_eval = async, .observers = observers});
     return timed.run();
   }
 };

@@ -12,9 +12,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "benchmark/dist/communicator.h"
+#include "benchmark/comm/communicator.h"
 
-namespace mrcnn::dist {
+namespace mrcnn::comm {
 
 std::unique_ptr<Communicator> make_mpi_communicator();  // mpi_communicator.cpp
 
@@ -126,5 +126,5 @@ class NcclCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_nccl_communicator() { return std::make_unique<NcclCommunicator>(); }
 
-}  // namespace mrcnn::dist
+}  // namespace mrcnn::comm
 #endif  // MRCNN_HAVE_NCCL

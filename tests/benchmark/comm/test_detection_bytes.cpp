@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "benchmark/run/coco_parts.h"
+#include "benchmark/comm/detection_bytes.h"
 
-namespace mrcnn::run {
+namespace mrcnn::comm {
 namespace {
 
 using Kind = eval::Segmentation::Kind;
@@ -78,4 +78,4 @@ TEST(GatherDetections, RefusesTruncatedOrPaddedBuffers) {
 }
 
 }  // namespace
-}  // namespace mrcnn::run
+}  // namespace mrcnn::comm

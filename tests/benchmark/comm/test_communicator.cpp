@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "benchmark/dist/communicator.h"
+#include "benchmark/comm/communicator.h"
 
-namespace mrcnn::dist {
+namespace mrcnn::comm {
 namespace {
 
 // A stand-in for the ranks' sum: every element doubled, the bucket's size recorded.
@@ -55,4 +55,4 @@ TEST(LocalCommunicator, IsOneRankWhoseCollectivesChangeNothing) {
 }
 
 }  // namespace
-}  // namespace mrcnn::dist
+}  // namespace mrcnn::comm

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace mrcnn::dist {
+namespace mrcnn::comm {
 
 class Communicator {
  public:
@@ -72,4 +72,4 @@ bool mpi_available();
 bool nccl_available();
 std::string available_backends();
 
-}  // namespace mrcnn::dist
+}  // namespace mrcnn::comm

@@ -1,4 +1,4 @@
-#include "benchmark/run/config_reader.h"
+#include "benchmark/config/config_reader.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace mrcnn::run {
+namespace mrcnn::config {
 namespace {
 
 std::string type_name(const Json& v) {
@@ -56,29 +56,47 @@ std::string range_text(Range r, bool integral) {
 
 }  // namespace
 
-ConfigReader::ConfigReader(const Json& node, std::string file, std::string path)
-    : node_(&node), file_(std::move(file)), path_(std::move(path)) {
+ConfigReader::ConfigReader(const Json& node, std::string file, std::string path, const Origins* origins)
+    : node_(&node), file_(std::move(file)), path_(std::move(path)), origins_(origins) {
   if (!node.is_object())
-    throw ConfigError(file_ + ": " + (path_.empty() ? "top level" : path_) + ": expected an object, got " +
+    throw ConfigError(source("") + ": " + (path_.empty() ? "top level" : path_) + ": expected an object, got " +
                       type_name(node));
 }
 
-std::string ConfigReader::where(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-
-void ConfigReader::fail(const std::string& key, const std::string& problem) const {
-  throw ConfigError(file_ + ": " + where(key) + ": " + problem);
+std::string ConfigReader::where(const std::string& key) const {
+  return path_.empty() ? key : key.empty() ? path_ : path_ + "." + key;
 }
 
-bool ConfigReader::has(const std::string& key) const { return node_->contains(key); }
+std::string ConfigReader::source(const std::string& key) const {
+  if (origins_ != nullptr) {
+    const auto it = origins_->find(where(key));
+    if (it != origins_->end()) return it->second;
+  }
+  return file_;
+}
+
+void ConfigReader::fail(const std::string& key, const std::string& problem) const {
+  throw ConfigError(source(key) + ": " + where(key) + ": " + problem);
+}
+
+bool ConfigReader::has(const std::string& key) const {
+  known_.insert(key);
+  return node_->contains(key);
+}
 
 const Json& ConfigReader::at(const std::string& key) {
+  known_.insert(key);
   auto it = node_->find(key);
   if (it == node_->end()) fail(key, "missing (required)");
   read_.insert(key);
   return *it;
 }
 
-ConfigReader ConfigReader::object(const std::string& key) { return ConfigReader(at(key), file_, where(key)); }
+ConfigReader ConfigReader::object(const std::string& key) {
+  const Json& node = at(key);
+  if (!node.is_object()) fail(key, "expected an object, got " + type_name(node));
+  return ConfigReader(node, file_, where(key), origins_);
+}
 
 std::optional<ConfigReader> ConfigReader::optional_object(const std::string& key) {
   if (!has(key)) return std::nullopt;
@@ -159,7 +177,10 @@ std::vector<double> ConfigReader::numbers(const std::string& key, Range range) {
 
 const Json& ConfigReader::raw(const std::string& key) { return at(key); }
 
-void ConfigReader::ignore(const std::string& key) { read_.insert(key); }
+void ConfigReader::ignore(const std::string& key) {
+  known_.insert(key);
+  read_.insert(key);
+}
 
 std::vector<std::pair<std::string, const Json*>> ConfigReader::raw_keys() const {
   std::vector<std::pair<std::string, const Json*>> out;
@@ -168,48 +189,48 @@ std::vector<std::pair<std::string, const Json*>> ConfigReader::raw_keys() const 
 }
 
 void ConfigReader::finish() const {
+  std::string known;
+  for (const auto& k : known_)
+    if (k != "comment") known += (known.empty() ? "" : ", ") + k;
+  const std::string here = path_.empty() ? "top level" : path_;
   std::string unknown;
-  for (const auto& [k, v] : node_->items())
-    if (!read_.contains(k)) unknown += (unknown.empty() ? "" : ", ") + ("\"" + k + "\"");
-  if (!unknown.empty())
-    throw ConfigError(file_ + ": " + (path_.empty() ? "top level" : path_) + ": unknown key(s) " + unknown);
+  for (const auto& [k, v] : node_->items()) {
+    if (read_.contains(k)) continue;
+    // A key put there by --set is that argument's fault, and says so.
+    if (source(k) != file_) throw ConfigError(source(k) + ": unknown key '" + where(k) + "' (known in " + here + ": " + known + ")");
+    unknown += (unknown.empty() ? "" : ", ") + ("\"" + k + "\"");
+  }
+  if (!unknown.empty()) throw ConfigError(file_ + ": " + here + ": unknown key(s) " + unknown + " (known: " + known + ")");
 }
 
-void apply_override(Json& config, const std::string& assignment, const std::string& origin) {
+void apply_override(Json& config, const std::string& assignment, Origins& origins) {
+  const std::string origin = "--set " + assignment;
   const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError(origin + " " + assignment + ": expected key.path=value");
+  if (eq == std::string::npos || eq == 0) throw ConfigError(origin + ": expected key.path=value");
   const std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   Json* node = &config;
   std::string done;
-  size_t start = 0;
-  while (true) {
+  for (size_t start = 0;;) {
     const auto dot = path.find('.', start);
     const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node->is_object() || !node->contains(key)) {
-      std::string keys;
-      if (node->is_object())
-        for (const auto& [k, v] : node->items()) keys += (keys.empty() ? "" : ", ") + k;
-      throw ConfigError(origin + " " + assignment + ": unknown key '" + (done.empty() ? key : done + "." + key) + "'" +
-                        (keys.empty() ? "" : " (known at this level: " + keys + ")"));
-    }
-    node = &(*node)[key];
+    if (key.empty()) throw ConfigError(origin + ": empty key in '" + path + "'");
+    if (!node->is_object())
+      throw ConfigError(origin + ": " + done + " holds " + type_name(*node) + ", not a section with keys");
     done = done.empty() ? key : done + "." + key;
+    const bool created = !node->contains(key);
+    if (created) origins.emplace(done, origin);  // created here: this override's doing
+    node = &(*node)[key];
     if (dot == std::string::npos) break;
+    if (created) *node = Json::object();  // a section the file lacks
     start = dot + 1;
   }
-  Json value;
   try {
-    value = Json::parse(text);
+    *node = Json::parse(text);
   } catch (const Json::parse_error&) {
-    value = text;
+    *node = text;
   }
-  const bool both_numbers = node->is_number() && value.is_number();
-  if (!both_numbers && node->type() != value.type() && !node->is_null())
-    throw ConfigError(origin + " " + assignment + ": " + path + " holds " + type_name(*node) + ", not " +
-                      type_name(value));
-  *node = value;
+  origins[path] = origin;
 }
 
 Json read_json_file(const std::string& path) {
@@ -225,4 +246,4 @@ Json read_json_file(const std::string& path) {
   }
 }
 
-}  // namespace mrcnn::run
+}  // namespace mrcnn::config

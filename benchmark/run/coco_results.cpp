@@ -1,14 +1,28 @@
-#include "model/coco_results.h"
+#include "benchmark/run/coco_results.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
 #include "eval/rle.h"
 
-namespace mrcnn::model {
+namespace mrcnn::run {
+
+std::vector<uint64_t> label_map(std::vector<uint64_t> category_ids) {
+  std::sort(category_ids.begin(), category_ids.end());
+  category_ids.insert(category_ids.begin(), 0);  // label 0 is the background
+  return category_ids;
+}
+
+std::vector<uint64_t> identity_label_map(int64_t num_classes) {
+  std::vector<uint64_t> map(static_cast<size_t>(std::max<int64_t>(num_classes, 1)));
+  std::iota(map.begin(), map.end(), uint64_t{0});
+  return map;
+}
 
 at::Tensor to_category_ids(const at::Tensor& labels,
                            const std::vector<uint64_t>& label_to_category) {
@@ -28,7 +42,7 @@ at::Tensor to_category_ids(const at::Tensor& labels,
   return out;
 }
 
-std::vector<eval::Detection> to_coco_detections(const Detections& detections,
+std::vector<eval::Detection> to_coco_detections(const model::Detections& detections,
                                                 const std::vector<uint64_t>& label_to_category) {
   const int64_t d = detections.size();
   if (d == 0) return {};
@@ -67,4 +81,29 @@ std::vector<eval::Detection> to_coco_detections(const Detections& detections,
   return out;
 }
 
-}  // namespace mrcnn::model
+void to_coco_results(const model::Detections& detections, const std::vector<uint64_t>& label_to_category,
+                     bool legacy_plus_one, std::vector<eval::Detection>& out) {
+  std::vector<eval::Detection> dets = to_coco_detections(detections, label_to_category);
+  if (legacy_plus_one)  // the reference's inclusive pixel boxes: width = x2 - x1 + 1
+    for (auto& det : dets) {
+      det.bbox[2] += 1;
+      det.bbox[3] += 1;
+    }
+  out.insert(out.end(), std::make_move_iterator(dets.begin()), std::make_move_iterator(dets.end()));
+}
+
+nlohmann::ordered_json to_json(const eval::Detection& det) {
+  nlohmann::ordered_json j{{"image_id", det.image_id},
+                           {"category_id", det.category_id},
+                           {"bbox", {det.bbox[0], det.bbox[1], det.bbox[2], det.bbox[3]}},
+                           {"score", det.score}};
+  const auto& seg = det.segmentation;
+  if (seg.kind == eval::Segmentation::Kind::kCompressedRle)
+    j["segmentation"] = {{"size", {seg.height, seg.width}}, {"counts", seg.compressed}};
+  else if (seg.kind == eval::Segmentation::Kind::kRle)
+    j["segmentation"] = {{"size", {seg.height, seg.width}},
+                         {"counts", eval::to_string(eval::from_counts(seg.counts, seg.height, seg.width))}};
+  return j;
+}
+
+}  // namespace mrcnn::run

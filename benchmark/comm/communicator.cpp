@@ -1,9 +1,9 @@
-#include "benchmark/dist/communicator.h"
+#include "benchmark/comm/communicator.h"
 
 #include <cstdlib>
 #include <stdexcept>
 
-namespace mrcnn::dist {
+namespace mrcnn::comm {
 
 void Communicator::allreduce_mean(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) {
   if (world_size() == 1) return;
@@ -106,4 +106,4 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
   throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi, nccl or auto)");
 }
 
-}  // namespace mrcnn::dist
+}  // namespace mrcnn::comm

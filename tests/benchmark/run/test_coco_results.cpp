@@ -3,9 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "eval/rle.h"
-#include "model/coco_results.h"
+#include "benchmark/run/coco_results.h"
 
-namespace mrcnn::model {
+namespace mrcnn::run {
+using model::Detections;
 namespace {
 
 Detections two_detections() {
@@ -64,5 +65,24 @@ TEST(CocoResults, LabelsOutsideTheMapAreErrors) {
   EXPECT_THROW(to_coco_detections(d, {0, 1, 2, 5}), std::invalid_argument);
 }
 
+TEST(CocoResults, OneLabelMapForEveryCommand) {
+  EXPECT_EQ(label_map({90, 1, 18}), (std::vector<uint64_t>{0, 1, 18, 90}));  // ascending ids, background first
+  EXPECT_EQ(identity_label_map(4), (std::vector<uint64_t>{0, 1, 2, 3}));
+}
+
+TEST(CocoResults, LegacyBoxesAreInclusivePixelWidths) {
+  std::vector<eval::Detection> plain, legacy;
+  to_coco_results(two_detections(), {0, 1, 2, 5}, /*legacy_plus_one=*/false, plain);
+  to_coco_results(two_detections(), {0, 1, 2, 5}, /*legacy_plus_one=*/true, legacy);
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_EQ(legacy.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(legacy[i].bbox[0], plain[i].bbox[0]);
+    EXPECT_EQ(legacy[i].bbox[1], plain[i].bbox[1]);
+    EXPECT_EQ(legacy[i].bbox[2], plain[i].bbox[2] + 1);  // x2 - x1 + 1
+    EXPECT_EQ(legacy[i].bbox[3], plain[i].bbox[3] + 1);
+  }
+}
+
 }  // namespace
-}  // namespace mrcnn::model
+}  // namespace mrcnn::run

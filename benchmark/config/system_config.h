@@ -1,5 +1,5 @@
-// A system configuration: systems/<name>.json, with command-line overrides, read into plain
-// structs and validated. One file per system; its sections:
+// A system configuration: systems/<name>.json with command-line overrides, as one typed value.
+// One file per system; its sections:
 //
 //   "system"          the MLPerf system description (the 33 fields system_desc_checker requires)
 //   "submission"      org, division, status, platform (the submission_* log keys)
@@ -12,8 +12,14 @@
 //   "hyperparameters" the global batch size in use and one hyperparameter set per global batch
 //                     size, plus the settings shared by all of them
 //
-// Every key is read with its type and range checked, and keys nobody reads are errors, so a typo
-// never passes silently. Errors are ConfigError with one line: "<file>: <path>: <problem>".
+// Loading is one pipeline: read the file; require its sections; apply the --set overrides (any
+// key the schema knows, present in the file or not); read every section through its field list
+// (system_config.cpp: one list per section names each key, its type, its range and whether it is
+// required; the defaults are the structs' initializers below); validate across sections once;
+// write the defaults back into `resolved`, so that config.json holds every value the run used
+// and loads again as a system file. Keys nobody reads are errors, so a typo never passes
+// silently. Errors are ConfigError with one line naming the file or the --set argument, and the
+// key: "<file>: run.max_epochs: expected a value in [1, 100000], got 0".
 #pragma once
 
 #include <cstdint>
@@ -21,19 +27,26 @@
 #include <string>
 #include <vector>
 
+#include "benchmark/config/config_reader.h"
 #include "benchmark/data/transforms.h"
-#include "benchmark/run/config_reader.h"
-#include "benchmark/run/init_log.h"
 #include "model/options.h"
 
-namespace mrcnn::run {
+namespace mrcnn::config {
+
+struct SubmissionInfo {
+  std::string benchmark = "maskrcnn";
+  std::string org;
+  std::string division;  // "closed" | "open"
+  std::string status;    // "onprem" | "cloud" | "preview" | "research"
+  std::string platform;  // e.g. "8xNVIDIA V100-SXM2-32GB"
+};
 
 struct LaunchSettings {
   int64_t nodes = 1;
   int64_t ranks_per_node = 1;
   int64_t threads_per_rank = 2;       // intra-op threads of each rank (LibTorch starts with one)
-  std::string cpu_binding = "none";   // none | core | socket: how run_and_time.sh has mpirun bind ranks
-  std::string communicator = "auto"; // local | mpi | nccl (run.device "cuda") | auto
+  std::string cpu_binding = "none";   // none | core | socket: how mpirun binds ranks
+  std::string communicator = "auto";  // local | mpi | nccl (run.device "cuda") | auto
   std::map<std::string, std::string> env;  // exported to every rank (e.g. EFA's FI_PROVIDER)
   std::vector<std::string> mpirun_args;
 
@@ -41,15 +54,16 @@ struct LaunchSettings {
 };
 
 struct RunSettings {
-  std::string device = "cpu";      // cpu | cuda | cuda:N | hpu
-  std::string precision = "fp32";  // fp32 | bf16 (CPU, HPU) | fp16 (CUDA, with loss scaling)
+  std::string device = "cpu";  // cpu | cuda | cuda:N | hpu
+  // fp32 | bf16 (CPU, HPU: autocast bfloat16) | fp16 (CUDA: autocast float16 with loss scaling)
+  model::Precision precision = model::Precision::kFloat32;
   bool channels_last = false;
   int64_t seed = 0;                // MLPerf wants a different seed for every run (see --seed)
   bool deterministic = false;      // deterministic kernels where the fast ones are not
-  std::string data_dir;            // COCO layout: annotations/instances_*.json, train2017/, val2017/
+  std::string data_dir;            // a COCO folder (CocoLayout): annotations/, train2017/, val2017/
   std::string output_dir;          // MLPerf log, metrics, checkpoints, plots
   int64_t max_epochs = 20;
-  double target_bbox = 0.377;
+  double target_bbox = 0.377;      // 0: stop at the first score (tests)
   double target_segm = 0.339;
   bool async_eval = true;
   int64_t eval_threads = 1;        // worker threads of the COCO scorer
@@ -71,11 +85,13 @@ struct DataSettings {
 
 struct Hyperparameters {
   int64_t global_batch_size = 0;
+  // The set of by_global_batch_size[global_batch_size]:
   double base_lr = 0;
   int64_t warmup_steps = 0;
   double warmup_factor = 0;
   std::vector<int64_t> decay_steps;
   int64_t num_image_candidates = 1000;
+  // Shared by every set:
   double decay_factor = 0.1;
   double weight_decay = 1e-4;
   double momentum = 0.9;
@@ -93,22 +109,26 @@ struct SystemConfig {
   LaunchSettings launch;
   RunSettings run;
   DataSettings data;
-  model::ModelOptions model;
+  model::ModelOptions model;  // with run.channels_last, run.precision and num_image_candidates applied
   Hyperparameters hp;
-  Json resolved;  // the whole configuration after overrides (written beside the run's log)
+  Json resolved;    // every value after overrides and defaults (written beside the run's log)
+  Origins origins;  // the keys set on the command line, and by which argument
 
   // Images each rank processes per step.
   int64_t images_per_rank() const { return hp.global_batch_size / launch.world_size(); }
+  // "<file>" or "--set <assignment>": where the value at `path` came from, for error messages.
+  std::string source(const std::string& path) const;
 };
 
 // Reads, overrides ("run.seed=5", "hyperparameters.global_batch_size=64") and validates.
 SystemConfig load_system_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// The value at a dotted path of the resolved configuration ("run.seed"), plus the derived
+// "launch.world_size" and "name"; throws ConfigError naming the path when there is none.
+Json resolved_value(const SystemConfig& config, const std::string& path);
+
 // The closed division's rules (MLPerf Training 3.1 Mask R-CNN): one message per broken rule,
 // saying the rule. Empty when the configuration may be submitted to the closed division.
 std::vector<std::string> closed_division_violations(const SystemConfig& config);
 
-// The MLPerf log's hyperparameters of this configuration.
-LoggedHyperparameters logged_hyperparameters(const SystemConfig& config);
-
-}  // namespace mrcnn::run
+}  // namespace mrcnn::config

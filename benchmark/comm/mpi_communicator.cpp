@@ -12,9 +12,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "benchmark/dist/communicator.h"
+#include "benchmark/comm/communicator.h"
 
-namespace mrcnn::dist {
+namespace mrcnn::comm {
 namespace {
 
 void check(int rc, const char* what) {
@@ -154,5 +154,5 @@ class MpiCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
 
-}  // namespace mrcnn::dist
+}  // namespace mrcnn::comm
 #endif  // MRCNN_HAVE_MPI

@@ -1,6 +1,7 @@
 // Strict reading of configuration JSON: every value is fetched by a dotted path with its expected
-// type and range, every error names the file, the path and what was expected, and keys nobody
-// asked for are reported (a misspelt key must not be silently ignored).
+// type and range, every error names the file (or the `--set` argument that put the value there),
+// the path and what was expected, and keys nobody asked for are reported (a misspelt key must not
+// be silently ignored).
 //
 //   ConfigReader r(json, "systems/cpu-dev.json");
 //   auto run = r.object("run");
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -19,14 +21,19 @@
 
 #include <nlohmann/json.hpp>
 
-namespace mrcnn::run {
+namespace mrcnn::config {
 
 using Json = nlohmann::ordered_json;
 
-// Configuration errors carry one line: "<file>: <path>: <problem>".
+// Configuration errors carry one line: "<file>: <path>: <problem>", or, for a value that came
+// from the command line, "--set <assignment>: <path>: <problem>".
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Where values came from when not from the file: dotted path -> "--set a.b=value". A path that
+// an override created (a section the file lacked) maps to the override that created it.
+using Origins = std::map<std::string, std::string>;
 
 struct Range {
   double min = -std::numeric_limits<double>::infinity();
@@ -36,8 +43,9 @@ struct Range {
 
 class ConfigReader {
  public:
-  // `node` must outlive the reader. `path` is the dotted location of `node` ("" for the root).
-  ConfigReader(const Json& node, std::string file, std::string path = "");
+  // `node` (and `origins`, when given) must outlive the reader. `path` is the dotted location of
+  // `node` ("" for the root).
+  ConfigReader(const Json& node, std::string file, std::string path = "", const Origins* origins = nullptr);
 
   bool has(const std::string& key) const;
   ConfigReader object(const std::string& key);
@@ -68,6 +76,8 @@ class ConfigReader {
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
   std::string where(const std::string& key) const;
+  // The source of `key`'s value: the file, or the --set argument that set it.
+  std::string source(const std::string& key) const;
   const std::string& file() const { return file_; }
 
  private:
@@ -77,16 +87,18 @@ class ConfigReader {
   const Json* node_;
   std::string file_;
   std::string path_;
-  std::set<std::string> read_;
+  const Origins* origins_;
+  std::set<std::string> read_;   // keys whose value was taken
+  mutable std::set<std::string> known_;  // keys asked about, present or not (this level's schema)
 };
 
-// Applies a command-line override "a.b.c=value" to `config`. The path must name an existing
-// key (an unknown key is an error that lists the keys at that level); the value is parsed as
-// JSON when it is valid JSON, else taken as a string, and must have the type of the value it
-// replaces (a number for a number, a list for a list...). `origin` names the override in errors.
-void apply_override(Json& config, const std::string& assignment, const std::string& origin = "--set");
+// Applies a command-line override "a.b.c=value" to `config`, creating the key (and any section
+// on its path) when the file leaves it out, and records where the value came from in `origins`.
+// The value is parsed as JSON when it is valid JSON, else taken as a string. Whether the key
+// exists and the value fits is decided by the reader, which then names the --set argument.
+void apply_override(Json& config, const std::string& assignment, Origins& origins);
 
 // Reads a JSON file; errors name the file and, for syntax errors, the byte offset.
 Json read_json_file(const std::string& path);
 
-}  // namespace mrcnn::run
+}  // namespace mrcnn::config

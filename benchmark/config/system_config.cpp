@@ -1,0 +1,433 @@
+#include "benchmark/config/system_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "model/options_json.h"
+
+namespace mrcnn::config {
+namespace {
+
+constexpr Range kPositive{.min = 0, .min_exclusive = true};
+constexpr Range kNonNegative{.min = 0};
+constexpr Range kAtLeastOne{.min = 1};
+constexpr Range kFraction{.min = 0, .max = 1};
+constexpr Range kThreads{.min = 1, .max = 1024};
+
+// What a field list says of one key besides its name and type.
+struct Spec {
+  Range range{};
+  std::vector<std::string> allowed{};  // for strings: the accepted values
+  bool required = false;               // no default: the file must say
+  bool non_empty = false;              // for strings
+};
+
+// ---- the schema: one field list per section, shared by the reader and the default writer -------
+
+template <class V>
+void fields(V& v, SubmissionInfo& s) {
+  v("benchmark", s.benchmark, {.allowed = {"maskrcnn"}});
+  v("org", s.org, {.required = true, .non_empty = true});
+  v("division", s.division, {.allowed = {"closed", "open"}, .required = true});
+  v("status", s.status, {.allowed = {"onprem", "cloud", "preview", "research"}, .required = true});
+  v("platform", s.platform, {.required = true, .non_empty = true});
+}
+
+template <class V>
+void fields(V& v, LaunchSettings& l) {
+  v("nodes", l.nodes, {.range = kAtLeastOne, .required = true});
+  v("ranks_per_node", l.ranks_per_node, {.range = kAtLeastOne, .required = true});
+  v("threads_per_rank", l.threads_per_rank, {.range = kThreads, .required = true});
+  v("cpu_binding", l.cpu_binding, {.allowed = {"none", "core", "socket"}});
+  v("communicator", l.communicator, {.allowed = {"local", "mpi", "nccl", "auto"}});
+  v("env", l.env);
+  v("mpirun_args", l.mpirun_args);
+}
+
+template <class V>
+void fields(V& v, RunSettings& s) {
+  v("device", s.device, {.required = true});
+  v("precision", s.precision, {.required = true});
+  v("channels_last", s.channels_last);
+  v("seed", s.seed, {.range = {.min = 0, .max = 4294967295.0}, .required = true});
+  v("deterministic", s.deterministic);
+  v("data_dir", s.data_dir, {.required = true});
+  v("output_dir", s.output_dir, {.required = true});
+  v("max_epochs", s.max_epochs, {.range = {.min = 1, .max = 100000}, .required = true});
+  v("target_bbox", s.target_bbox, {.range = kFraction});
+  v("target_segm", s.target_segm, {.range = kFraction});
+  v("async_eval", s.async_eval);
+  v("eval_threads", s.eval_threads, {.range = kThreads});
+  v("eval_images_per_batch", s.eval_images_per_batch, {.range = kAtLeastOne});
+  v("checkpoint_every_epoch", s.checkpoint_every_epoch);
+  v("initial_weights", s.initial_weights);
+  v("cache_clear", s.cache_clear);
+}
+
+template <class V>
+void fields(V& v, DataSettings& d) {
+  auto& t = d.transform;
+  v("min_size", t.min_size, {.range = kAtLeastOne});
+  v("max_size", t.max_size, {.range = kNonNegative});
+  v("flip_probability", t.flip_probability, {.range = kFraction});
+  v("to_bgr255", t.to_bgr255);
+  v("pixel_mean", t.pixel_mean);
+  v("pixel_std", t.pixel_std, {.range = kPositive});
+  v("legacy_plus_one", t.legacy_plus_one);
+  v("dct_downscale", t.dct_downscale);
+  v("train_split", d.train_split, {.non_empty = true});
+  v("val_split", d.val_split, {.non_empty = true});
+  v("loader_threads", d.loader_threads, {.range = {.min = 0, .max = 1024}});
+  v("prefetch_batches", d.prefetch_batches, {.range = kAtLeastOne});
+  v("group_by_aspect_ratio", d.group_by_aspect_ratio);
+  v("size_divisible", d.size_divisible, {.range = kAtLeastOne});
+}
+
+// hyperparameters.by_global_batch_size.<global_batch_size>
+template <class V>
+void batch_size_fields(V& v, Hyperparameters& h) {
+  v("base_lr", h.base_lr, {.range = kPositive, .required = true});
+  v("warmup_steps", h.warmup_steps, {.range = kNonNegative, .required = true});
+  v("warmup_factor", h.warmup_factor, {.range = {.min = 0, .max = 1, .min_exclusive = true}, .required = true});
+  v("decay_steps", h.decay_steps, {.range = kNonNegative, .required = true});
+  v("num_image_candidates", h.num_image_candidates, {.range = kAtLeastOne, .required = true});
+}
+
+// hyperparameters, shared by every batch size (global_batch_size itself is read first).
+template <class V>
+void shared_hyperparameter_fields(V& v, Hyperparameters& h) {
+  v("decay_factor", h.decay_factor, {.range = {.min = 0, .max = 1, .min_exclusive = true}});
+  v("weight_decay", h.weight_decay, {.range = kNonNegative});
+  v("momentum", h.momentum, {.range = {.min = 0, .max = 0.999999}});
+  v("bias_lr_factor", h.bias_lr_factor, {.range = kPositive});
+  v("bias_weight_decay", h.bias_weight_decay, {.range = kNonNegative});
+  v("gradient_clip_norm", h.gradient_clip_norm, {.range = kNonNegative});
+  v("gradient_accumulation_steps", h.gradient_accumulation_steps, {.range = kAtLeastOne});
+}
+
+// ---- reading: every key through ConfigReader (type, range, required, unknown keys) --------------
+
+class ReadFields {
+ public:
+  explicit ReadFields(ConfigReader& r) : r_(r) {}
+
+  void operator()(const char* key, int64_t& x, const Spec& s = {}) {
+    if (s.required || r_.has(key)) x = r_.integer(key, s.range);
+  }
+  void operator()(const char* key, double& x, const Spec& s = {}) {
+    if (s.required || r_.has(key)) x = r_.number(key, s.range);
+  }
+  void operator()(const char* key, bool& x, const Spec& s = {}) {
+    if (s.required || r_.has(key)) x = r_.boolean(key);
+  }
+  void operator()(const char* key, std::string& x, const Spec& s = {}) {
+    if (!s.required && !r_.has(key)) return;
+    x = r_.string(key, s.allowed);
+    if (s.non_empty && x.empty()) r_.fail(key, "must not be empty");
+  }
+  void operator()(const char* key, model::Precision& x, const Spec& s = {}) {
+    if (s.required || r_.has(key)) x = model::parse_precision(r_.string(key, {"fp32", "bf16", "fp16"}));
+  }
+  void operator()(const char* key, std::vector<int64_t>& x, const Spec& s = {}) {
+    if (s.required || r_.has(key)) x = r_.integers(key, s.range);
+  }
+  void operator()(const char* key, std::array<float, 3>& x, const Spec& s = {}) {
+    if (!s.required && !r_.has(key)) return;
+    const auto v = r_.numbers(key, s.range);
+    if (v.size() != 3) r_.fail(key, "expected 3 numbers, one per channel");
+    for (size_t c = 0; c < 3; ++c) x[c] = static_cast<float>(v[c]);
+  }
+  void operator()(const char* key, std::map<std::string, std::string>& x, const Spec& = {}) {
+    if (!r_.has(key)) return;
+    const Json& m = r_.raw(key);
+    if (!m.is_object()) r_.fail(key, "expected an object of NAME: \"value\"");
+    for (const auto& [k, v] : m.items()) {
+      if (!v.is_string()) r_.fail(std::string(key) + "." + k, "expected a string");
+      x[k] = v.get<std::string>();
+    }
+  }
+  void operator()(const char* key, std::vector<std::string>& x, const Spec& = {}) {
+    if (!r_.has(key)) return;
+    const Json& a = r_.raw(key);
+    if (!a.is_array()) r_.fail(key, "expected a list of strings");
+    for (const auto& v : a) {
+      if (!v.is_string()) r_.fail(key, "expected a list of strings");
+      x.push_back(v.get<std::string>());
+    }
+  }
+
+ private:
+  ConfigReader& r_;
+};
+
+// ---- writing the defaults back: the keys a section left out, with the values the run used -------
+
+// A float as the shortest decimal that reads back as the same float (0.485f -> 0.485).
+double shortest(float f) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, f).ptr;
+  return std::stod(std::string(buf, end));
+}
+
+class FillDefaults {
+ public:
+  explicit FillDefaults(Json& section) : j_(section) {}
+  template <class T>
+  void operator()(const char* key, const T& x, const Spec& = {}) {
+    if (!j_.contains(key)) j_[key] = value(x);
+  }
+
+ private:
+  template <class T>
+  static Json value(const T& x) {
+    return x;
+  }
+  static Json value(const model::Precision& p) { return model::to_string(p); }
+  static Json value(const std::array<float, 3>& a) { return {shortest(a[0]), shortest(a[1]), shortest(a[2])}; }
+  Json& j_;
+};
+
+template <class T>
+T read_section(ConfigReader r) {
+  T out;
+  r.ignore("comment");
+  ReadFields read(r);
+  fields(read, out);
+  r.finish();
+  return out;
+}
+
+Hyperparameters read_hyperparameters(ConfigReader r) {
+  Hyperparameters h;
+  r.ignore("comment");
+  h.global_batch_size = r.integer("global_batch_size", kAtLeastOne);
+  ConfigReader sets = r.object("by_global_batch_size");
+  const std::string gbs = std::to_string(h.global_batch_size);
+  if (!sets.has(gbs)) {
+    std::string known;
+    for (const auto& [k, v] : sets.raw_keys()) known += (known.empty() ? "" : ", ") + k;
+    sets.fail(gbs, "no hyperparameter set for global_batch_size " + gbs + " (sets exist for: " + known + ")");
+  }
+  for (const auto& [k, v] : sets.raw_keys()) sets.ignore(k);  // other batch sizes are not used now
+  ConfigReader set = sets.object(gbs);
+  set.ignore("comment");
+  ReadFields read_set(set);
+  batch_size_fields(read_set, h);
+  for (size_t i = 1; i < h.decay_steps.size(); ++i)
+    if (h.decay_steps[i] < h.decay_steps[i - 1]) set.fail("decay_steps", "expected increasing steps");
+  set.finish();
+  ReadFields read(r);
+  shared_hyperparameter_fields(read, h);
+  if (h.gradient_accumulation_steps != 1)
+    r.fail("gradient_accumulation_steps", "only 1 is supported (the trainer updates after every batch)");
+  r.finish();
+  return h;
+}
+
+// The model: MLPerf's defaults, the file's "model" section, then the run-level switches, which
+// the model section may not set itself.
+constexpr const char* kOwnedModelKeys[][2] = {{"channels_last", "run.channels_last"},
+                                              {"precision", "run.precision"},
+                                              {"mixed_precision", "run.precision"}};
+
+model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) {
+  Json section = c.resolved.contains("model") ? c.resolved["model"] : Json::object();
+  if (!section.is_object()) root.fail("model", "expected an object");
+  section.erase("comment");
+  for (const auto& [key, owner] : kOwnedModelKeys)
+    if (section.contains(key)) root.fail(std::string("model.") + key, std::string("set by ") + owner);
+  if (section.contains("rpn") && section["rpn"].is_object() && section["rpn"].contains("post_nms_top_n_train"))
+    root.fail("model.rpn.post_nms_top_n_train", "set by hyperparameters num_image_candidates");
+  model::ModelOptions m;
+  try {
+    m = model::model_options_from_json(nlohmann::json::parse(section.dump()), model::ModelOptions{}, "model");
+    m.channels_last = c.run.channels_last;
+    m.precision = c.run.precision;
+    m.rpn.post_nms_top_n_train = c.hp.num_image_candidates;
+    m.validate();
+  } catch (const std::invalid_argument& e) {
+    // The message starts with the key's path ("model.rpn.nms_threshold: ..."): name its source.
+    const std::string what = e.what();
+    throw ConfigError(c.source(what.substr(0, what.find(':'))) + ": " + what);
+  }
+  return m;
+}
+
+[[noreturn]] void fail_at(const SystemConfig& c, const std::string& path, const std::string& problem) {
+  throw ConfigError(c.source(path) + ": " + path + ": " + problem);
+}
+
+// Checks that need more than one key.
+void validate(const SystemConfig& c) {
+  const std::string& device = c.run.device;
+  if (device != "cpu" && device != "cuda" && !device.starts_with("cuda:") && device != "hpu")
+    fail_at(c, "run.device", "expected \"cpu\", \"cuda\", \"cuda:N\" or \"hpu\", got \"" + device + "\"");
+  if (c.run.precision == model::Precision::kFloat16 && !device.starts_with("cuda"))
+    fail_at(c, "run.precision", "fp16 (with loss scaling) is for CUDA devices; use bf16 on " + device);
+  if (c.run.precision == model::Precision::kBFloat16 && device.starts_with("cuda"))
+    fail_at(c, "run.precision", "mixed precision on CUDA is fp16 (autocast float16 with loss scaling)");
+  try {
+    c.data.transform.validate();
+  } catch (const std::exception& e) {
+    throw ConfigError(c.file + ": data: " + e.what());
+  }
+  const Json& sd = c.system_description;
+  if (sd.contains("division") && sd["division"] != c.submission.division)
+    throw ConfigError(c.file + ": system.division (" + sd["division"].dump() + ") differs from submission.division (\"" +
+                      c.submission.division + "\")");
+  if (c.launch.communicator == "nccl" && !device.starts_with("cuda"))
+    fail_at(c, "launch.communicator",
+            "\"nccl\" needs run.device \"cuda\" (each rank takes the GPU of its index on the node), not \"" + device +
+                "\"");
+  const int64_t world = c.launch.world_size();
+  if (c.hp.global_batch_size % world != 0)
+    throw ConfigError(c.file + ": hyperparameters.global_batch_size " + std::to_string(c.hp.global_batch_size) +
+                      " is not divisible by the " + std::to_string(world) + " ranks of launch");
+  if (c.submission.division == "closed") {
+    const auto v = closed_division_violations(c);
+    if (!v.empty()) {
+      std::string all;
+      for (const auto& m : v) all += "\n  - " + m;
+      throw ConfigError(c.file + ": not allowed in the closed division:" + all);
+    }
+  }
+}
+
+// `resolved` gains every key a section left out, with the value the run uses.
+void fill_defaults(SystemConfig& c) {
+  Json& r = c.resolved;
+  auto fill = [&](const char* section, auto& value) {
+    FillDefaults w(r[section]);
+    fields(w, value);
+  };
+  fill("submission", c.submission);
+  fill("launch", c.launch);
+  fill("run", c.run);
+  fill("data", c.data);
+  FillDefaults hp(r["hyperparameters"]);
+  shared_hyperparameter_fields(hp, c.hp);
+  Json model = model::to_json(c.model);
+  for (const auto& [key, owner] : kOwnedModelKeys) model.erase(key);
+  model["rpn"].erase("post_nms_top_n_train");
+  Json& section = r["model"];
+  if (!section.is_object()) section = Json::object();
+  // Keep the file's own keys (and comments) as written; add the rest.
+  std::function<void(Json&, const nlohmann::json&)> merge = [&](Json& into, const nlohmann::json& from) {
+    for (const auto& [k, v] : from.items()) {
+      if (!into.contains(k)) into[k] = Json::parse(v.dump());
+      else if (v.is_object() && into[k].is_object()) merge(into[k], v);
+    }
+  };
+  merge(section, model);
+}
+
+const char* const kSections[] = {"system", "submission", "launch", "run", "data", "hyperparameters"};
+
+}  // namespace
+
+std::string SystemConfig::source(const std::string& path) const {
+  // The override that set this key, or that created a section on its path.
+  for (std::string p = path;;) {
+    if (const auto it = origins.find(p); it != origins.end()) return it->second;
+    const auto dot = p.rfind('.');
+    if (dot == std::string::npos) return file;
+    p.resize(dot);
+  }
+}
+
+SystemConfig load_system_config(const std::string& path, const std::vector<std::string>& overrides) {
+  SystemConfig c;
+  c.file = path;
+  c.name = std::filesystem::path(path).stem().string();
+  c.resolved = read_json_file(path);
+  if (!c.resolved.is_object()) throw ConfigError(path + ": expected a JSON object with the sections of a system file");
+  for (const char* section : kSections)
+    if (!c.resolved.contains(section) || !c.resolved[section].is_object())
+      throw ConfigError(path + ": no \"" + section +
+                        "\" section (a system file has system, submission, launch, run, data and hyperparameters; "
+                        "model is optional)");
+  for (const auto& o : overrides) apply_override(c.resolved, o, c.origins);
+
+  ConfigReader root(c.resolved, path, "", &c.origins);
+  root.ignore("comment");
+  c.system_description = root.raw("system");
+  c.submission = read_section<SubmissionInfo>(root.object("submission"));
+  c.launch = read_section<LaunchSettings>(root.object("launch"));
+  c.run = read_section<RunSettings>(root.object("run"));
+  c.data = read_section<DataSettings>(root.object("data"));
+  c.hp = read_hyperparameters(root.object("hyperparameters"));
+  root.ignore("model");
+  c.model = read_model(c, root);
+  root.finish();
+  validate(c);
+  fill_defaults(c);
+  return c;
+}
+
+Json resolved_value(const SystemConfig& c, const std::string& path) {
+  if (path == "name") return c.name;
+  if (path == "launch.world_size") return c.launch.world_size();
+  const Json* node = &c.resolved;
+  for (size_t start = 0;;) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object() || !node->contains(key))
+      throw ConfigError(c.file + ": " + path + ": no such key in the resolved configuration");
+    node = &(*node)[key];
+    if (dot == std::string::npos) return *node;
+    start = dot + 1;
+  }
+}
+
+namespace {
+bool near_integer(double x) { return std::abs(std::nearbyint(x) - x) < 1e-5; }
+}  // namespace
+
+std::vector<std::string> closed_division_violations(const SystemConfig& c) {
+  std::vector<std::string> out;
+  const auto& h = c.hp;
+  auto fmt = [](double x) {
+    std::ostringstream o;
+    o << x;
+    return o.str();
+  };
+  if (!(near_integer(h.base_lr / 0.02) || (h.global_batch_size < 16 && near_integer(0.02 / h.base_lr))))
+    out.push_back("opt_base_learning_rate " + fmt(h.base_lr) +
+                  ": the learning rate must be 0.02*K for an integer K (or 0.02/K when the global batch size is below 16)");
+  if (h.decay_factor != 0.1)
+    out.push_back("opt_learning_rate_decay_factor " + fmt(h.decay_factor) + ": must be 0.1");
+  if (!near_integer(static_cast<double>(h.num_image_candidates) / 1000.0))
+    out.push_back("num_image_candidates " + std::to_string(h.num_image_candidates) + ": must be a multiple of 1000");
+  if (c.data.transform.min_size != 800 || c.data.transform.max_size != 1333)
+    out.push_back("min_image_size/max_image_size " + std::to_string(c.data.transform.min_size) + "/" +
+                  std::to_string(c.data.transform.max_size) + ": the image sizes are fixed to the reference's 800/1333");
+  if (h.weight_decay != 1e-4) out.push_back("opt_weight_decay " + fmt(h.weight_decay) + ": fixed to the reference's 0.0001");
+  if (h.momentum != 0.9) out.push_back("momentum " + fmt(h.momentum) + ": fixed to the reference's 0.9");
+  if (h.decay_steps.size() != 2) {
+    out.push_back("opt_learning_rate_decay_steps: must be two steps");
+  } else {
+    // (60000, 80000) * (1 + K/10) * 16 / global_batch_size for an integer K (rounding allowed).
+    const double unit = 16.0 / static_cast<double>(h.global_batch_size);
+    const double k = (static_cast<double>(h.decay_steps[0]) / (60000 * unit) - 1) * 10;
+    const double kk = std::nearbyint(k);
+    const double e0 = 60000 * unit * (1 + kk / 10), e1 = 80000 * unit * (1 + kk / 10);
+    if (std::abs(h.decay_steps[0] - e0) > 1 || std::abs(h.decay_steps[1] - e1) > 1)
+      out.push_back("opt_learning_rate_decay_steps [" + std::to_string(h.decay_steps[0]) + ", " +
+                    std::to_string(h.decay_steps[1]) +
+                    "]: must be (60000, 80000) * (1 + K/10) * 16 / global_batch_size for an integer K");
+  }
+  if (c.data.transform.flip_probability != 0.5)
+    out.push_back("data.flip_probability " + fmt(c.data.transform.flip_probability) + ": the reference flips with p=0.5");
+  const auto& m = c.model;
+  if (m.backbone.depth != 50 || m.backbone.base_channels != 64 || m.backbone.norm != model::NormKind::kFrozenBatchNorm ||
+      m.fpn.out_channels != 256 || m.box_head.representation_size != 1024 || m.mask_head.conv_channels != 256 ||
+      m.mask_head.num_convs != 4 || m.num_classes != 81)
+    out.push_back("model: the closed division trains the reference network (ResNet-50 with frozen batch norm, "
+                  "FPN 256, box head 1024, mask head 4x256, 81 classes)");
+  return out;
+}
+
+}  // namespace mrcnn::config

@@ -1,0 +1,209 @@
+#include "benchmark/run/assemble.h"
+
+#include <ATen/Context.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "benchmark/run/coco_results.h"
+#include "benchmark/train/checkpoint.h"
+#include "eval/coco.h"
+#include "logging/console.h"
+#include "model/safetensors.h"
+#include "model/seeding.h"
+#include "model/weights.h"
+
+namespace mrcnn::run {
+
+namespace fs = std::filesystem;
+using config::ConfigError;
+
+c10::Device device_of(const SystemConfig& c, int local_rank) {
+  c10::Device device(c.run.device);
+  if (device.is_cuda() && !device.has_index()) device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  return device;
+}
+
+namespace {
+
+void require_path(const fs::path& p, bool directory, const std::string& what) {
+  std::error_code ec;
+  const auto st = fs::status(p, ec);
+  if (ec || !fs::exists(st))
+    throw ConfigError(what + " " + p.string() + " does not exist" +
+                      (what.starts_with("dataset") ? " (run_scripts/demo.sh generates the synthetic one)" : ""));
+  if (directory != fs::is_directory(st))
+    throw ConfigError(what + " " + p.string() + (directory ? " is not a directory" : " is not a file"));
+}
+
+}  // namespace
+
+void check_inputs(const SystemConfig& c) {
+  const data::CocoLayout layout = coco_layout(c);
+  require_path(layout.root, true, "dataset folder");
+  for (const auto& split : {c.data.train_split, c.data.val_split}) {
+    require_path(layout.annotation_file(split), false, "dataset annotation file");
+    require_path(layout.image_dir(split), true, "dataset image folder");
+  }
+  if (!c.run.initial_weights.empty()) require_path(c.run.initial_weights, false, "initial weights");
+  if (c.run.device != "cpu") {
+    const c10::Device dev(c.run.device);  // throws on a malformed device string
+    if (dev.is_cuda() && !at::hasCUDA())
+      throw ConfigError(c.source("run.device") + ": run.device: " + c.run.device +
+                        " requested, but no CUDA device is available");
+    if (dev.type() == c10::kHPU)
+      throw ConfigError(c.source("run.device") +
+                        ": run.device: hpu needs a LibTorch built with the Habana bridge; this one has none");
+  }
+}
+
+data::CocoLayout coco_layout(const SystemConfig& c, const std::string& data_dir) {
+  return {data_dir.empty() ? fs::path(c.run.data_dir) : fs::path(data_dir)};
+}
+
+data::CocoDatasetOptions dataset_options(const SystemConfig& c, const data::CocoLayout& layout, const std::string& split,
+                                         bool train, bool progress) {
+  auto o = data::CocoDatasetOptions::coco(layout.root.string(), split, train);
+  o.transform = c.data.transform;
+  if (!train) o.transform.flip_probability = 0.0;
+  o.progress = progress;
+  return o;
+}
+
+namespace {
+
+data::LoaderOptions loader_options(const SystemConfig& c, c10::Device device) {
+  return {.num_threads = static_cast<int>(c.data.loader_threads),
+          .prefetch_batches = static_cast<int>(c.data.prefetch_batches),
+          .device = device,
+          .size_divisible = c.data.size_divisible};
+}
+
+}  // namespace
+
+CocoDataOptions train_data_options(const SystemConfig& c, c10::Device device) {
+  return {.sampler = {.batch_size = c.images_per_rank(),
+                      .shuffle = true,
+                      .group_by_aspect_ratio = c.data.group_by_aspect_ratio,
+                      .last_batch = data::LastBatch::kPad},
+          .loader = loader_options(c, device),
+          .seed = static_cast<uint64_t>(c.run.seed)};
+}
+
+CocoDataOptions eval_data_options(const SystemConfig& c, c10::Device device) {
+  return {.sampler = {.batch_size = c.run.eval_images_per_batch,
+                      .shuffle = false,
+                      .group_by_aspect_ratio = true,
+                      .last_batch = data::LastBatch::kKeep},
+          .loader = loader_options(c, device),
+          .seed = static_cast<uint64_t>(c.run.seed)};
+}
+
+train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device) {
+  const auto& h = c.hp;
+  return {.schedule = {.base_lr = h.base_lr,
+                       .warmup_steps = h.warmup_steps,
+                       .warmup_factor = h.warmup_factor,
+                       .decay_steps = h.decay_steps,
+                       .decay_factor = h.decay_factor},
+          .sgd = {.momentum = h.momentum,
+                  .weight_decay = h.weight_decay,
+                  .bias_lr_factor = h.bias_lr_factor,
+                  .bias_weight_decay = h.bias_weight_decay},
+          .precision = c.run.precision,
+          .gradient_clip_norm = h.gradient_clip_norm,
+          .seed = static_cast<uint64_t>(c.run.seed),
+          .device = device};
+}
+
+ScorerOptions scorer_options(const SystemConfig& c) {
+  return {.eval_threads = static_cast<int>(c.run.eval_threads), .legacy_plus_one = c.data.transform.legacy_plus_one};
+}
+
+std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& c) {
+  return comm::make_communicator(c.launch.communicator);
+}
+
+LoggedHyperparameters logged_hyperparameters(const SystemConfig& c) {
+  return {.global_batch_size = c.hp.global_batch_size,
+          .gradient_accumulation_steps = c.hp.gradient_accumulation_steps,
+          .num_image_candidates = c.hp.num_image_candidates,
+          .base_lr = c.hp.base_lr,
+          .warmup_steps = c.hp.warmup_steps,
+          .warmup_factor = c.hp.warmup_factor,
+          .decay_steps = c.hp.decay_steps,
+          .decay_factor = c.hp.decay_factor,
+          .weight_decay = c.hp.weight_decay,
+          .momentum = c.hp.momentum,
+          .gradient_clip_norm = c.hp.gradient_clip_norm,
+          .min_image_size = c.data.transform.min_size,
+          .max_image_size = c.data.transform.max_size};
+}
+
+std::string resume_fingerprint(const SystemConfig& c) {
+  const logging::Json f{{"model", c.resolved.value("model", config::Json::object())},
+                        {"data", c.resolved["data"]},
+                        {"hyperparameters", c.resolved["hyperparameters"]},
+                        {"seed", c.run.seed},
+                        {"world_size", c.launch.world_size()}};
+  const std::string s = f.dump();
+  char b[20];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(train::fnv1a64(s.data(), s.size())));
+  return b;
+}
+
+model::MaskRCNN make_network(const SystemConfig& c, c10::Device device) {
+  auto init_gen = at::make_generator<at::CPUGeneratorImpl>(seeding::init_seed(static_cast<uint64_t>(c.run.seed)));
+  model::MaskRCNN net(c.model, init_gen);
+  if (!c.run.initial_weights.empty()) {
+    const auto report = model::load_weights(*net, c.run.initial_weights, {.allow_missing = true});
+    logging::info(logging::strprintf("initial weights: %zu tensors from %s, %zu initialized here", report.loaded.size(),
+                                     c.run.initial_weights.c_str(), report.missing.size()));
+  }
+  net->to(device);
+  return net;
+}
+
+model::MaskRCNN load_network(const SystemConfig& c, const std::string& path) {
+  model::MaskRCNN net(c.model);
+  const model::TensorFile f = model::read_safetensors(path);
+  if (f.metadata.contains("checksum_fnv1a64")) {  // a training checkpoint
+    const train::Checkpoint ck = train::load_checkpoint(path);
+    model::load_named_tensors(*net, ck.model, {}, path);
+  } else {
+    model::load_named_tensors(*net, f.tensors, {}, path);
+  }
+  net->to(device_of(c));
+  net->eval();
+  return net;
+}
+
+RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::Device device, bool progress) {
+  const data::CocoLayout layout = coco_layout(c);
+  const int rank = comm.rank(), world = comm.world_size();
+  // The validation set is read by val_data and labels the scorer's results; TimedRun calls the
+  // factories in the order train_data, val_data, scorer.
+  auto val_dataset = std::make_shared<std::shared_ptr<const data::CocoDataset>>();
+  RunParts parts;
+  parts.train_data = [=, &c]() -> std::unique_ptr<DataSource> {
+    auto ds = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.train_split, true, progress));
+    logging::info("train set: " + ds->stats().summary());
+    if (ds->num_classes() != c.model.num_classes)
+      throw std::runtime_error(layout.root.string() + ": the training set has " + std::to_string(ds->num_classes() - 1) +
+                               " categories, the model " + std::to_string(c.model.num_classes - 1) +
+                               " (set model.num_classes)");
+    return std::make_unique<CocoData>(ds, train_data_options(c, device), rank, world);
+  };
+  parts.val_data = [=, &c]() -> std::unique_ptr<DataSource> {
+    *val_dataset = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.val_split, false, progress));
+    return std::make_unique<CocoData>(*val_dataset, eval_data_options(c, device), rank, world);
+  };
+  parts.scorer = [=, &c, &comm]() -> std::unique_ptr<Scorer> {
+    auto gt = std::make_shared<const eval::Dataset>(eval::load_dataset(layout.annotation_file(c.data.val_split).string()));
+    return std::make_unique<CocoScorer>(gt, label_map((*val_dataset)->category_ids()), scorer_options(c), comm);
+  };
+  return parts;
+}
+
+}  // namespace mrcnn::run

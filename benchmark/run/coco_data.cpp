@@ -1,0 +1,30 @@
+#include "benchmark/run/coco_data.h"
+
+namespace mrcnn::run {
+
+namespace {
+
+class LoaderStream final : public BatchStream {
+ public:
+  explicit LoaderStream(std::unique_ptr<data::Loader> loader) : loader_(std::move(loader)) {}
+  std::optional<model::Batch> next() override { return loader_->next(); }
+
+ private:
+  std::unique_ptr<data::Loader> loader_;
+};
+
+}  // namespace
+
+CocoData::CocoData(std::shared_ptr<const data::CocoDataset> dataset, CocoDataOptions options, int rank,
+                   int world_size)
+    : dataset_(std::move(dataset)),
+      options_(std::move(options)),
+      sampler_(dataset_->aspect_groups(), options_.sampler, rank, world_size) {}
+
+std::unique_ptr<BatchStream> CocoData::epoch(int64_t epoch) {
+  const int64_t e = epoch - 1;  // MLPerf counts epochs from 1, the sampler from 0
+  return std::make_unique<LoaderStream>(std::make_unique<data::Loader>(
+      dataset_, sampler_.epoch(options_.seed, e), data::EpochKey{options_.seed, e}, options_.loader));
+}
+
+}  // namespace mrcnn::run

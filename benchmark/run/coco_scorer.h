@@ -1,0 +1,48 @@
+// The timed run's Scorer for COCO: each validation batch's detections become COCO results image by
+// image (run/coco_results.h); at the end of an epoch every rank's results are gathered onto rank 0,
+// which scores them with eval::AsyncEvaluator in the background while training goes on.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "benchmark/comm/communicator.h"
+#include "benchmark/run/timed_run.h"
+#include "eval/async_evaluator.h"
+
+namespace mrcnn::run {
+
+struct ScorerOptions {
+  int eval_threads = 1;          // COCOeval worker threads
+  bool legacy_plus_one = false;  // the data's box convention (data.legacy_plus_one)
+};
+
+class CocoScorer final : public Scorer {
+ public:
+  // `ground_truth` is the validation annotation file (read once); `label_to_category` maps the
+  // model's labels to its category ids (run/coco_results.h). On several ranks every rank infers
+  // on its share of the validation set; finish_epoch gathers the results onto rank 0 (a
+  // collective: every rank calls it, in the same epoch order), which scores them; `done` is then
+  // called on rank 0 only.
+  CocoScorer(std::shared_ptr<const eval::Dataset> ground_truth, std::vector<uint64_t> label_to_category,
+             ScorerOptions options, comm::Communicator& comm);
+  ~CocoScorer() override;
+  void add(int64_t epoch, const std::vector<model::Detections>& detections) override;
+  void finish_epoch(int64_t epoch,
+                    std::function<void(int64_t, std::exception_ptr, const Accuracy&)> done) override;
+  void wait_all() override;
+
+ private:
+  std::vector<uint64_t> label_map_;
+  ScorerOptions options_;
+  comm::Communicator& comm_;
+  eval::AsyncEvaluator evaluator_;
+  std::vector<eval::Detection> pending_;  // the current epoch's results (training thread)
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<std::thread>> waiters_;  // guarded by mutex_; each joins the one before
+};
+
+}  // namespace mrcnn::run

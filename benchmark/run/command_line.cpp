@@ -1,0 +1,52 @@
+#include "benchmark/run/command_line.h"
+
+#include <cstdio>
+
+#include "logging/console.h"
+
+namespace mrcnn::run {
+
+using config::ConfigError;
+
+CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& with_value,
+                         const std::set<std::string>& switches) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw ConfigError(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--system") system_ = next();
+    else if (s == "--set") overrides_.push_back(next());
+    else if (with_value.contains(s)) values_[s] = next();
+    else if (switches.contains(s)) switches_.insert(s);
+    else if (s.starts_with("-") && s.size() > 1) throw ConfigError("unknown argument '" + s + "' (see --help)");
+    else positional_.push_back(s);
+  }
+}
+
+std::string CommandLine::value(const std::string& flag, const std::string& fallback) const {
+  const auto it = values_.find(flag);
+  return it == values_.end() ? fallback : it->second;
+}
+
+std::string CommandLine::required(const std::string& flag) const {
+  const auto it = values_.find(flag);
+  if (it == values_.end()) throw ConfigError(flag + " is required");
+  return it->second;
+}
+
+config::SystemConfig CommandLine::system_config() const { return config::load_system_config(system_, overrides_); }
+
+bool wants_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  return false;
+}
+
+int report_error(const char* command, const std::exception& e, int status) {
+  std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", command, logging::error_text(e).c_str());
+  return status;
+}
+
+}  // namespace mrcnn::run

@@ -1,0 +1,51 @@
+// What the commands share on their command lines: the system file with its --set overrides,
+// a few value flags, and one way to report a bad argument.
+//
+//   CommandLine cl(argc, argv, {"--weights", "--data"}, {"--quiet"});  // flags with and without a value
+//   cl.value("--weights")  cl.flag("--quiet")  cl.positional()  cl.system_config()
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "benchmark/config/system_config.h"
+
+namespace mrcnn::run {
+
+inline constexpr const char* kDefaultSystem = "systems/cpu-dev.json";
+
+class CommandLine {
+ public:
+  // `with_value`: flags that take the next argument; `switches`: flags that take none. Every
+  // command also takes --system FILE and --set KEY=VALUE (repeatable). Throws ConfigError on an
+  // unknown flag or a flag without its value.
+  CommandLine(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& switches);
+
+  bool has(const std::string& flag) const { return values_.contains(flag) || switches_.contains(flag); }
+  std::string value(const std::string& flag, const std::string& fallback = "") const;
+  // A value that must be given; throws ConfigError "<flag> is required".
+  std::string required(const std::string& flag) const;
+  bool flag(const std::string& s) const { return switches_.contains(s); }
+  const std::vector<std::string>& positional() const { return positional_; }
+
+  // Adds an override, e.g. from a shorthand flag (--seed N -> run.seed=N).
+  void add_override(std::string assignment) { overrides_.push_back(std::move(assignment)); }
+  config::SystemConfig system_config() const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> switches_;
+  std::vector<std::string> positional_;
+  std::string system_ = kDefaultSystem;
+  std::vector<std::string> overrides_;
+};
+
+// True when argv holds --help or -h.
+bool wants_help(int argc, char** argv);
+
+// Prints "mlperf-maskrcnn <command>: error: <what>" and returns `status`.
+int report_error(const char* command, const std::exception& e, int status);
+
+}  // namespace mrcnn::run

@@ -1,0 +1,33 @@
+#include "benchmark/run/mask_rcnn_model.h"
+
+#include "model/weights.h"
+
+namespace mrcnn::run {
+
+MaskRcnnModel::MaskRcnnModel(model::MaskRCNN net)
+    : net_(std::move(net)), generator_(at::make_generator<at::CPUGeneratorImpl>(0)) {}
+
+std::map<std::string, at::Tensor> MaskRcnnModel::losses(const model::Batch& batch) {
+  return net_->forward_train(batch, generator_).losses;
+}
+
+std::vector<model::Detections> MaskRcnnModel::detect(const model::Batch& batch) { return net_->inference(batch); }
+
+std::vector<train::NamedParameter> MaskRcnnModel::trainable_parameters() {
+  std::vector<train::NamedParameter> out;
+  for (const auto& p : net_->named_parameters(/*recurse=*/true))
+    if (p.value().requires_grad()) out.push_back({p.key(), p.value()});
+  return out;
+}
+
+std::map<std::string, at::Tensor> MaskRcnnModel::state_dict() { return model::named_tensors(*net_); }
+
+void MaskRcnnModel::load_state_dict(const std::map<std::string, at::Tensor>& state) {
+  model::load_named_tensors(*net_, state, {}, "checkpoint");
+}
+
+void MaskRcnnModel::set_training(bool training) { net_->train(training); }
+
+void MaskRcnnModel::set_step_seed(uint64_t seed) { generator_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+}  // namespace mrcnn::run

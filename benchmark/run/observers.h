@@ -1,0 +1,68 @@
+// The timed run's observers: what hangs on the MLPerf loop without being part of it.
+//
+//   MetricsFile       metrics.jsonl: one JSON line per step (losses, learning rate, images/s,
+//                     gradient norm) and per scored epoch (bbox, segm, scoring seconds)
+//   ProgressDisplay   a progress bar per training epoch and per validation pass (stderr)
+//   CheckpointWriter  checkpoints/epoch_<N>.safetensors after each epoch (train/checkpoint.h)
+//
+// Each is attached by the command that wants it, on the rank that should do it (rank 0).
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "benchmark/run/timed_run.h"
+#include "benchmark/train/trainer.h"
+#include "logging/progress.h"
+
+namespace mrcnn::run {
+
+class MetricsFile final : public RunObserver {
+ public:
+  // Opens `path` (appending when `append`, as a resumed run does); throws std::runtime_error
+  // naming the file when it cannot be written.
+  MetricsFile(const std::string& path, bool append);
+  ~MetricsFile() override;
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+
+  void step_done(int64_t epoch, const train::StepResult& step, int64_t epoch_images, double epoch_seconds) override;
+  void scored(int64_t epoch, const Accuracy& accuracy) override;
+
+ private:
+  void write(const std::string& json_line);
+  std::mutex mutex_;  // steps come from the training thread, scores from the scorer's
+  std::FILE* file_;
+};
+
+class ProgressDisplay final : public RunObserver {
+ public:
+  void epoch_started(int64_t epoch, int64_t rank_images) override;
+  void step_done(int64_t epoch, const train::StepResult& step, int64_t epoch_images, double epoch_seconds) override;
+  void epoch_done(int64_t epoch) override;
+  void eval_started(int64_t epoch, int64_t batches) override;
+  void eval_batch_done(int64_t epoch, int64_t batches_done) override;
+  void eval_done(int64_t epoch) override;
+
+ private:
+  std::unique_ptr<logging::Progress> bar_;
+};
+
+class CheckpointWriter final : public RunObserver {
+ public:
+  // Writes into `dir` (created now). `config_fingerprint` is what a resume must match.
+  CheckpointWriter(std::string dir, train::TrainableModel& model, const train::Trainer& trainer, uint64_t seed,
+                   std::string config_fingerprint);
+  void epoch_done(int64_t epoch) override;
+
+ private:
+  std::string dir_;
+  train::TrainableModel& model_;
+  const train::Trainer& trainer_;
+  uint64_t seed_;
+  std::string fingerprint_;
+};
+
+}  // namespace mrcnn::run

@@ -1,0 +1,173 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+
+#include "benchmark/config/system_config.h"
+#include "model/options_json.h"
+
+namespace mrcnn::config {
+namespace {
+
+const std::string kSystems = std::string(MRCNN_SOURCE_DIR) + "/systems/";
+
+TEST(SystemConfig, EveryShippedSystemLoadsAndClosedOnesFollowTheRules) {
+  int closed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kSystems)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const SystemConfig c = load_system_config(e.path().string());
+    EXPECT_EQ(c.name, e.path().stem().string());
+    EXPECT_EQ(c.hp.global_batch_size % c.launch.world_size(), 0);
+    if (c.submission.division == "closed") {
+      ++closed;
+      EXPECT_TRUE(closed_division_violations(c).empty());
+      EXPECT_EQ(c.model.num_classes, 81);
+      EXPECT_EQ(c.model.rpn.post_nms_top_n_train, c.hp.num_image_candidates);
+    }
+  }
+  EXPECT_GE(closed, 4);
+}
+
+TEST(SystemConfig, OverridesReachTheStructs) {
+  const SystemConfig c = load_system_config(kSystems + "cpu-dev.json", {"run.seed=42", "run.max_epochs=3",
+                                                                         "run.precision=\"bf16\""});
+  EXPECT_EQ(c.run.seed, 42);
+  EXPECT_EQ(c.run.max_epochs, 3);
+  EXPECT_EQ(c.run.precision, model::Precision::kBFloat16);
+  EXPECT_EQ(c.model.precision, model::Precision::kBFloat16);  // one value, one meaning
+  EXPECT_EQ(c.resolved["run"]["seed"], 42);
+}
+
+std::string error_of(const std::vector<std::string>& overrides, const std::string& file = "cpu-dev.json") {
+  try {
+    load_system_config(kSystems + file, overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SystemConfig, BadValuesAreOneClearError) {
+  EXPECT_NE(error_of({"run.max_epoch=3"}).find("--set run.max_epoch=3: unknown key 'run.max_epoch'"), std::string::npos);
+  EXPECT_NE(error_of({"run.max_epochs=0"}).find("--set run.max_epochs=0: run.max_epochs: expected a value in [1, 100000], got 0"),
+            std::string::npos);
+  EXPECT_NE(error_of({"run.max_epochs=\"ten\""}).find("run.max_epochs: expected an integer, got a string \"ten\""),
+            std::string::npos);
+  EXPECT_NE(error_of({"run.seed.x=1"}).find("--set run.seed.x=1: run.seed holds an integer"), std::string::npos);
+  EXPECT_NE(error_of({"model.rpn.nms_thresh=0.6"}).find("--set model.rpn.nms_thresh=0.6: model.rpn.nms_thresh: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of({"run.precision=\"fp16\""}).find("fp16 (with loss scaling) is for CUDA devices"),
+            std::string::npos);
+  EXPECT_NE(error_of({"hyperparameters.global_batch_size=7"}).find("no hyperparameter set for global_batch_size 7"),
+            std::string::npos);
+  EXPECT_NE(error_of({"model.backbone.depth=19"}).find("depth"), std::string::npos);
+  EXPECT_NE(error_of({"launch.ranks_per_node=3"}).find("not divisible"), std::string::npos);
+  EXPECT_NE(error_of({"launch.communicator=\"nccl\""}).find("needs run.device \"cuda\""), std::string::npos);
+  EXPECT_NE(error_of({"launch.communicator=\"gloo\""}).find("launch.communicator"), std::string::npos);
+}
+
+TEST(SystemConfig, ClosedDivisionRefusesWhatTheRulesForbidAndSaysTheRule) {
+  const std::string p3 = "aws-p3dn.24xlarge.json";
+  EXPECT_EQ(error_of({}, p3), "");
+  EXPECT_NE(error_of({"hyperparameters.by_global_batch_size.64.base_lr=0.07"}, p3).find("0.02*K"), std::string::npos);
+  EXPECT_NE(error_of({"hyperparameters.decay_factor=0.2"}, p3).find("must be 0.1"), std::string::npos);
+  EXPECT_NE(error_of({"hyperparameters.by_global_batch_size.64.num_image_candidates=6500"}, p3)
+                .find("multiple of 1000"),
+            std::string::npos);
+  EXPECT_NE(error_of({"data.min_size=640"}, p3).find("800/1333"), std::string::npos);
+  EXPECT_NE(error_of({"hyperparameters.by_global_batch_size.64.decay_steps=[18000, 20000]"}, p3)
+                .find("(60000, 80000) * (1 + K/10)"),
+            std::string::npos);
+  // K = 4: (60000, 80000) * 1.4 * 16 / 64 is allowed (the RCP's [18000, 24000] is K = 2).
+  EXPECT_EQ(error_of({"hyperparameters.by_global_batch_size.64.decay_steps=[21000, 28000]"}, p3), "");
+  // The same values are fine in the open division.
+  EXPECT_EQ(error_of({"hyperparameters.decay_factor=0.2", "submission.division=\"open\"", "system.division=\"open\""},
+                     p3),
+            "");
+}
+
+// A scratch system file: cpu-dev.json with `edit` applied to its JSON.
+struct ScratchSystem {
+  std::filesystem::path path;
+  explicit ScratchSystem(const std::function<void(Json&)>& edit) {
+    Json j = read_json_file(kSystems + "cpu-dev.json");
+    edit(j);
+    path = std::filesystem::temp_directory_path() / ("mrcnn-config-" + std::to_string(::getpid()) + ".json");
+    std::ofstream(path) << j.dump(2);
+  }
+  ~ScratchSystem() { std::filesystem::remove(path); }
+};
+
+TEST(SystemConfig, SetReachesKeysTheFileLeavesOut) {
+  ScratchSystem s([](Json& j) {
+    j["run"].erase("eval_threads");
+    j["run"].erase("checkpoint_every_epoch");
+  });
+  // Documented keys that the file omits: they get their defaults, and --set reaches them.
+  const SystemConfig d = load_system_config(s.path.string());
+  EXPECT_EQ(d.run.eval_threads, 1);
+  EXPECT_FALSE(d.run.checkpoint_every_epoch);
+  EXPECT_EQ(d.resolved["run"]["eval_threads"], 1);           // the defaults are written back
+  EXPECT_EQ(d.resolved["run"]["initial_weights"], "");
+  EXPECT_EQ(d.resolved["run"]["cache_clear"], true);
+  const SystemConfig c = load_system_config(
+      s.path.string(), {"run.eval_threads=2", "run.initial_weights=\"w.safetensors\"", "run.cache_clear=false",
+                        "run.checkpoint_every_epoch=true", "launch.env.FI_PROVIDER=efa"});
+  EXPECT_EQ(c.run.eval_threads, 2);
+  EXPECT_EQ(c.run.initial_weights, "w.safetensors");
+  EXPECT_FALSE(c.run.cache_clear);
+  EXPECT_TRUE(c.run.checkpoint_every_epoch);
+  EXPECT_EQ(c.launch.env.at("FI_PROVIDER"), "efa");
+  // Every shipped AWS file leaves run.async_eval out; --set still sets it.
+  EXPECT_FALSE(load_system_config(kSystems + "aws-p3dn.24xlarge.json", {"run.async_eval=false"}).run.async_eval);
+}
+
+TEST(SystemConfig, AMissingSectionNamesTheFileNotTheOverride) {
+  ScratchSystem s([](Json& j) { j.erase("run"); });
+  std::string error;
+  try {
+    load_system_config(s.path.string(), {"run.seed=3"});
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error.rfind(s.path.string() + ": no \"run\" section", 0), 0u) << error;
+  EXPECT_EQ(error.find("--set"), std::string::npos) << error;
+}
+
+TEST(SystemConfig, ErrorsNameTheFileForItsOwnValues) {
+  ScratchSystem s([](Json& j) { j["run"]["max_epochs"] = 0; });
+  std::string error;
+  try {
+    load_system_config(s.path.string());
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, s.path.string() + ": run.max_epochs: expected a value in [1, 100000], got 0");
+}
+
+TEST(SystemConfig, TheResolvedConfigurationLoadsAgainAsTheSameConfiguration) {
+  for (const char* name : {"cpu-dev.json", "aws-p3dn.24xlarge.json", "habana-gaudi2-hls.json"}) {
+    SCOPED_TRACE(name);
+    const SystemConfig a = load_system_config(kSystems + name, {"run.seed=9"});
+    ScratchSystem s([&](Json& j) { j = a.resolved; });
+    const SystemConfig b = load_system_config(s.path.string());
+    EXPECT_EQ(a.resolved.dump(), b.resolved.dump());
+    EXPECT_EQ(b.run.seed, 9);
+    EXPECT_EQ(model::to_json(a.model).dump(), model::to_json(b.model).dump());
+  }
+}
+
+TEST(SystemConfig, ResolvedValuesForScripts) {
+  const SystemConfig c = load_system_config(kSystems + "aws-p3dn.24xlarge.json");
+  EXPECT_EQ(resolved_value(c, "launch.world_size"), c.launch.nodes * c.launch.ranks_per_node);
+  EXPECT_EQ(resolved_value(c, "name"), "aws-p3dn.24xlarge");
+  EXPECT_EQ(resolved_value(c, "run.seed"), c.run.seed);
+  EXPECT_THROW(resolved_value(c, "run.nope"), ConfigError);
+}
+
+}  // namespace
+}  // namespace mrcnn::config
