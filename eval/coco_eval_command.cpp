@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "eval/coco.h"
@@ -61,14 +62,22 @@ void put_shape(std::string& out, std::initializer_list<T> dims) {
 
 }  // namespace
 
-int coco_eval_main(int argc, char** argv) {
-  std::vector<std::string> positional;
+namespace {
+
+struct Args {
+  std::vector<std::string> positional;  // GT.json RESULTS.json
   std::vector<IouType> types;
   int threads = 0;
   std::string json_out;
   bool arrays = false, quiet = false;
+};
+
+// The command line, or the exit status when there is nothing to run (--help: 0, bad input: 2,
+// with the message and the usage already printed).
+std::variant<Args, int> parse_args(int argc, char** argv) {
+  Args a;
   for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
+    const std::string_view arg = argv[i];
     auto value = [&](const char* name) -> std::string {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "coco-eval: %s needs a value\n\n%s", name, kUsage);
@@ -77,33 +86,33 @@ int coco_eval_main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--help" || a == "-h") {
+      if (arg == "--help" || arg == "-h") {
         std::fputs(kUsage, stdout);
         return 0;
-      } else if (a == "--iou-type") {
+      } else if (arg == "--iou-type") {
         const std::string v = value("--iou-type");
         size_t start = 0;
         while (start <= v.size()) {
           const size_t comma = std::min(v.find(',', start), v.size());
-          types.push_back(parse_iou_type(std::string_view(v).substr(start, comma - start)));
+          a.types.push_back(parse_iou_type(std::string_view(v).substr(start, comma - start)));
           start = comma + 1;
         }
-      } else if (a == "--threads") {
+      } else if (arg == "--threads") {
         const std::string v = value("--threads");
         size_t used = 0;
-        threads = std::stoi(v, &used);
-        if (used != v.size() || threads < 1) throw std::invalid_argument("--threads");
-      } else if (a == "--json") {
-        json_out = value("--json");
-      } else if (a == "--arrays") {
-        arrays = true;
-      } else if (a == "--quiet") {
-        quiet = true;
-      } else if (a.size() > 1 && a[0] == '-') {
+        a.threads = std::stoi(v, &used);
+        if (used != v.size() || a.threads < 1) throw std::invalid_argument("--threads");
+      } else if (arg == "--json") {
+        a.json_out = value("--json");
+      } else if (arg == "--arrays") {
+        a.arrays = true;
+      } else if (arg == "--quiet") {
+        a.quiet = true;
+      } else if (arg.size() > 1 && arg[0] == '-') {
         std::fprintf(stderr, "coco-eval: unknown option '%s'\n\n%s", argv[i], kUsage);
         return 2;
       } else {
-        positional.emplace_back(a);
+        a.positional.emplace_back(arg);
       }
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "coco-eval: bad value for %s (%s)\n\n%s", argv[i], e.what(), kUsage);
@@ -113,89 +122,102 @@ int coco_eval_main(int argc, char** argv) {
       return 2;
     }
   }
-  if (positional.size() != 2) {
+  if (a.positional.size() != 2) {
     std::fprintf(stderr, "coco-eval: expected GT.json and RESULTS.json\n\n%s", kUsage);
     return 2;
   }
-  if (types.empty()) types = {IouType::kBbox, IouType::kSegm};
+  if (a.types.empty()) a.types = {IouType::kBbox, IouType::kSegm};
+  return a;
+}
 
-  const auto t0 = Clock::now();
-  auto gt = std::make_shared<Dataset>(load_dataset(positional[0]));
-  const double read_gt = since(t0);
-  if (!quiet) {
-    std::printf("ground truth: %zu images, %zu categories, %zu annotations (read in %.2fs)\n",
-                gt->images.size(), gt->categories.size(), gt->annotations.size(), read_gt);
+struct Timings {
+  double read_gt = 0, read_results = 0, total = 0;
+};
+
+// The stats of each type (and timings; with --arrays accumulate()'s arrays) as JSON, to `path`.
+void write_json_report(const std::string& path, const std::vector<EvalResult>& results, const Timings& t,
+                       int threads, bool arrays) {
+  std::string out = "{\n";
+  for (const EvalResult& r : results) {
+    out += "  \"";
+    out += to_string(r.iou_type);
+    out += "\": {\"stats\": ";
+    put_array(out, std::vector<double>(r.stats.begin(), r.stats.end()));
+    out += ", \"num_detections\": " + std::to_string(r.num_detections);
+    out += ", \"dropped_detections\": " + std::to_string(r.dropped_detections);
+    out += ", \"seconds\": {\"prepare\": ";
+    put_double(out, r.prepare_seconds);
+    out += ", \"evaluate\": ";
+    put_double(out, r.evaluate_seconds);
+    out += ", \"accumulate\": ";
+    put_double(out, r.accumulate_seconds);
+    out += "}";
+    if (arrays) {
+      out += ",\n    \"precision_shape\": ";
+      put_shape(out, {r.T, r.R, r.K, r.A, r.M});
+      out += ", \"precision\": ";
+      put_array(out, r.precision);
+      out += ",\n    \"recall_shape\": ";
+      put_shape(out, {r.T, r.K, r.A, r.M});
+      out += ", \"recall\": ";
+      put_array(out, r.recall);
+      out += ",\n    \"scores\": ";
+      put_array(out, r.scores);
+    }
+    out += "},\n";
   }
-  const auto t1 = Clock::now();
-  const std::vector<Detection> dets = load_results(positional[1]);
-  const double read_results = since(t1);
-  if (!quiet) std::printf("results: %zu detections (read in %.2fs)\n", dets.size(), read_results);
+  out += "  \"seconds\": {\"read_ground_truth\": ";
+  put_double(out, t.read_gt);
+  out += ", \"read_results\": ";
+  put_double(out, t.read_results);
+  out += ", \"total\": ";
+  put_double(out, t.total);
+  out += "},\n  \"threads\": " + std::to_string(threads) + "\n}\n";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
+  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  if (std::fclose(f) != 0 || !ok) throw std::runtime_error(path + ": write failed");
+}
 
-  CocoEvaluator evaluator(gt, EvalOptions{threads});
-  const std::vector<EvalResult> results = evaluator.evaluate(dets, types);
-  if (!results.empty() && results[0].dropped_detections > 0) {
+}  // namespace
+
+int coco_eval_main(int argc, char** argv) {
+  const std::variant<Args, int> parsed = parse_args(argc, argv);
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  const Args& a = std::get<Args>(parsed);
+  Timings t;
+  const auto t0 = Clock::now();
+  auto gt = std::make_shared<Dataset>(load_dataset(a.positional[0]));
+  t.read_gt = since(t0);
+  if (!a.quiet)
+    std::printf("ground truth: %zu images, %zu categories, %zu annotations (read in %.2fs)\n", gt->images.size(),
+                gt->categories.size(), gt->annotations.size(), t.read_gt);
+  const auto t1 = Clock::now();
+  const std::vector<Detection> dets = load_results(a.positional[1]);
+  t.read_results = since(t1);
+  if (!a.quiet) std::printf("results: %zu detections (read in %.2fs)\n", dets.size(), t.read_results);
+
+  CocoEvaluator evaluator(gt, EvalOptions{a.threads});
+  const std::vector<EvalResult> results = evaluator.evaluate(dets, a.types);
+  if (!results.empty() && results[0].dropped_detections > 0)
     std::fprintf(stderr,
                  "coco-eval: note: %zu detections have a category_id that is not a ground-truth "
                  "category; they are ignored (as pycocotools does)\n",
                  results[0].dropped_detections);
-  }
   for (const EvalResult& r : results) {
-    if (!quiet) {
+    if (!a.quiet) {
       std::printf("Evaluate annotation type *%s*\n", to_string(r.iou_type));
       std::printf("DONE (t=%.2fs: prepare %.2fs, evaluate %.2fs, accumulate %.2fs).\n",
-                  r.prepare_seconds + r.evaluate_seconds + r.accumulate_seconds,
-                  r.prepare_seconds, r.evaluate_seconds, r.accumulate_seconds);
+                  r.prepare_seconds + r.evaluate_seconds + r.accumulate_seconds, r.prepare_seconds,
+                  r.evaluate_seconds, r.accumulate_seconds);
     }
     std::fputs(r.summary().c_str(), stdout);
   }
-  const double total = since(t0);
-  if (!quiet) {
-    std::printf("total %.2fs on %d threads (prepare and evaluate are shared by the IoU types)\n",
-                total, evaluator.threads());
-  }
-
-  if (!json_out.empty()) {
-    std::string out = "{\n";
-    for (const EvalResult& r : results) {
-      out += "  \"";
-      out += to_string(r.iou_type);
-      out += "\": {\"stats\": ";
-      put_array(out, std::vector<double>(r.stats.begin(), r.stats.end()));
-      out += ", \"num_detections\": " + std::to_string(r.num_detections);
-      out += ", \"dropped_detections\": " + std::to_string(r.dropped_detections);
-      out += ", \"seconds\": {\"prepare\": ";
-      put_double(out, r.prepare_seconds);
-      out += ", \"evaluate\": ";
-      put_double(out, r.evaluate_seconds);
-      out += ", \"accumulate\": ";
-      put_double(out, r.accumulate_seconds);
-      out += "}";
-      if (arrays) {
-        out += ",\n    \"precision_shape\": ";
-        put_shape(out, {r.T, r.R, r.K, r.A, r.M});
-        out += ", \"precision\": ";
-        put_array(out, r.precision);
-        out += ",\n    \"recall_shape\": ";
-        put_shape(out, {r.T, r.K, r.A, r.M});
-        out += ", \"recall\": ";
-        put_array(out, r.recall);
-        out += ",\n    \"scores\": ";
-        put_array(out, r.scores);
-      }
-      out += "},\n";
-    }
-    out += "  \"seconds\": {\"read_ground_truth\": ";
-    put_double(out, read_gt);
-    out += ", \"read_results\": ";
-    put_double(out, read_results);
-    out += ", \"total\": ";
-    put_double(out, total);
-    out += "},\n  \"threads\": " + std::to_string(evaluator.threads()) + "\n}\n";
-    std::FILE* f = std::fopen(json_out.c_str(), "wb");
-    if (!f) throw std::runtime_error(json_out + ": cannot open for writing: " + std::strerror(errno));
-    const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-    if (std::fclose(f) != 0 || !ok) throw std::runtime_error(json_out + ": write failed");
-  }
+  t.total = since(t0);
+  if (!a.quiet)
+    std::printf("total %.2fs on %d threads (prepare and evaluate are shared by the IoU types)\n", t.total,
+                evaluator.threads());
+  if (!a.json_out.empty()) write_json_report(a.json_out, results, t, evaluator.threads(), a.arrays);
   return 0;
 }
 
