@@ -1,6 +1,7 @@
 #include "benchmark/run/timed_run.h"
 
 
+#include "benchmark/run/stop_signal.h"
 #include "logging/console.h"
 #include "logging/keys.h"
 
@@ -65,6 +66,7 @@ void TimedRun::run_validation(int64_t epoch) {
   int64_t done = 0;
   while (auto batch = stream->next()) {
     scorer_->add(epoch, model_.detect(*batch));
+    throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
     ++done;
     notify([&](RunObserver& o) { o.eval_batch_done(epoch, done); });
   }
@@ -93,6 +95,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
         result_.step_finished.push_back(now);
       }
       notify([&](RunObserver& o) { o.step_done(epoch, r, images, secs); });
+      throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
       if (target_reached()) {  // an earlier epoch's score arrived and met the targets
         stop = true;
         break;

@@ -129,7 +129,8 @@ class TimedRun {
 
   // Logs run_start, builds the data and the scorer, logs train_samples and eval_samples, and
   // runs everything up to run_stop. A non-finite loss or any other error after run_start ends
-  // the run with run_stop "aborted" and is rethrown.
+  // the run with run_stop "aborted" and is rethrown; so does a stop signal (run/stop_signal.h),
+  // noticed after each training step and validation batch (StopRequested).
   RunResult run();
 
  private:

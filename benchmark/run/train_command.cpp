@@ -11,6 +11,7 @@
 #include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/run/observers.h"
 #include "benchmark/run/run_folder.h"
+#include "benchmark/run/stop_signal.h"
 #include "benchmark/train/checkpoint.h"
 #include "logging/console.h"
 #include "logging/keys.h"
@@ -38,8 +39,11 @@ options:
   --no-progress     no progress bars
   --log-level L     trace | debug | info | warn | error
 
+SIGTERM or SIGINT stops the run after the current step or validation batch (run_stop "aborted",
+checkpoints kept); a second signal exits at once.
+
 exit status: 0 targets reached, 3 targets not reached within run.max_epochs, 1 error during the
-run, 2 bad configuration or arguments (before anything is written)
+run, 2 bad configuration or arguments (before anything is written), 128+N stopped by signal N
 )";
 
 // Everything the run needs from its command line, checked before anything is written.
@@ -93,6 +97,44 @@ std::vector<std::string> initialized_tensor_names(const model::ModelOptions& opt
   return names;
 }
 
+// The timed run with its observers (rank 0 keeps the metrics, shows progress and writes
+// checkpoints). Returns the exit status: 0 targets reached, 3 not reached, 1 an error, 128 + N a
+// stop signal N (run_stop "aborted" is logged in both last cases).
+int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& model, train::Trainer& trainer,
+              comm::Communicator& comm, c10::Device device, const RunFolder& folder) {
+  const SystemConfig& cfg = in.config;
+  std::unique_ptr<MetricsFile> metrics;
+  ProgressDisplay progress;
+  std::unique_ptr<CheckpointWriter> checkpoints;
+  TimedRunOptions opts{.first_epoch = in.resume ? in.resume->epoch + 1 : 1, .max_epochs = cfg.run.max_epochs,
+                       .target_bbox = cfg.run.target_bbox, .target_segm = cfg.run.target_segm,
+                       .async_eval = cfg.run.async_eval};
+  if (comm.is_main()) {
+    metrics = std::make_unique<MetricsFile>(folder.metrics().string(), /*append=*/in.resume != nullptr);
+    opts.observers.push_back(metrics.get());
+    if (in.progress) opts.observers.push_back(&progress);
+    if (cfg.run.checkpoint_every_epoch) {
+      checkpoints = std::make_unique<CheckpointWriter>(folder.checkpoints().string(), model, trainer,
+                                                       static_cast<uint64_t>(cfg.run.seed), resume_fingerprint(cfg));
+      opts.observers.push_back(checkpoints.get());
+    }
+  }
+  TimedRun timed(mllog, model, trainer, coco_run_parts(cfg, comm, device, in.progress && comm.is_main()), comm, opts);
+  try {
+    return timed.run().success ? 0 : 3;
+  } catch (const StopRequested& e) {
+    logging::error(logging::strprintf("%s after %lld steps: run_stop aborted, MLPerf log %s", e.what(),
+                                      static_cast<long long>(trainer.global_step()), folder.log().c_str()));
+    if (comm.world_size() > 1) comm.abort(e.exit_status());
+    return e.exit_status();
+  } catch (const std::exception& e) {
+    logging::error("run aborted: " + logging::error_text(e));
+    logging::info("MLPerf log: " + folder.log().string());
+    if (comm.world_size() > 1) comm.abort(1);  // the other ranks may be waiting in a collective
+    return 1;
+  }
+}
+
 }  // namespace
 
 int train_main(int argc, char** argv) {
@@ -112,10 +154,13 @@ int train_main(int argc, char** argv) {
                                       static_cast<long long>(cfg.launch.world_size()), comm->world_size()));
     return 2;
   }
+  StopSignals stop_signals;  // SIGTERM/SIGINT: stop at the next safe point
   at::set_num_threads(static_cast<int>(cfg.launch.threads_per_rank));
   if (cfg.run.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
 
   const bool main_rank = comm->is_main();
+  if (main_rank && remove_stale_temporaries(cfg.run.output_dir) > 0)
+    logging::info("removed temporary files that killed runs left in " + cfg.run.output_dir);
   const RunFolder folder = open_run_folder(cfg, in.resume != nullptr, main_rank);
   logging::MLLogger mllog({.to_stdout = !in.quiet, .file_path = main_rank ? folder.log().string() : "",
                            .truncate_file = true, .rank = comm->rank()});
@@ -132,33 +177,8 @@ int train_main(int argc, char** argv) {
   }
   mllog.log(key::kInitStop);
 
-  // Rank 0 keeps the metrics, shows progress and writes checkpoints.
-  std::unique_ptr<MetricsFile> metrics;
-  ProgressDisplay progress;
-  std::unique_ptr<CheckpointWriter> checkpoints;
-  TimedRunOptions opts{.first_epoch = in.resume ? in.resume->epoch + 1 : 1, .max_epochs = cfg.run.max_epochs,
-                       .target_bbox = cfg.run.target_bbox, .target_segm = cfg.run.target_segm,
-                       .async_eval = cfg.run.async_eval};
-  if (main_rank) {
-    metrics = std::make_unique<MetricsFile>(folder.metrics().string(), /*append=*/in.resume != nullptr);
-    opts.observers.push_back(metrics.get());
-    if (in.progress) opts.observers.push_back(&progress);
-    if (cfg.run.checkpoint_every_epoch) {
-      checkpoints = std::make_unique<CheckpointWriter>(folder.checkpoints().string(), model, trainer,
-                                                       static_cast<uint64_t>(cfg.run.seed), resume_fingerprint(cfg));
-      opts.observers.push_back(checkpoints.get());
-    }
-  }
-  TimedRun timed(mllog, model, trainer, coco_run_parts(cfg, *comm, device, in.progress && main_rank), *comm, opts);
-  RunResult result;
-  try {
-    result = timed.run();
-  } catch (const std::exception& e) {
-    logging::error("run aborted: " + logging::error_text(e));
-    logging::info("MLPerf log: " + folder.log().string());
-    if (comm->world_size() > 1) comm->abort(1);  // the other ranks may be waiting in a collective
-    return 1;
-  }
+  const int status = run_timed(in, mllog, model, trainer, *comm, device, folder);
+  if (status != 0 && status != 3) return status;
   if (main_rank) {  // after run_stop, outside the timed region: the trained weights, for eval and predict
     model::save_weights(*net, folder.weights().string(),
                         {{"system", cfg.name}, {"seed", std::to_string(cfg.run.seed)},
@@ -167,7 +187,7 @@ int train_main(int argc, char** argv) {
     logging::info("metrics:    " + folder.metrics().string());
     logging::info("weights:    " + folder.weights().string());
   }
-  return result.success ? 0 : 3;
+  return status;
 }
 
 }  // namespace mrcnn::run
