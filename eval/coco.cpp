@@ -364,6 +364,8 @@ std::span<const uint32_t> Dataset::annotations_of_category(uint64_t category_id)
 // ---- readers ------------------------------------------------------------------------------------
 
 std::string read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw CocoError(path + ": is a directory, not a JSON file");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw CocoError(path + ": cannot open: " + std::strerror(errno));
   std::string data;
@@ -428,6 +430,10 @@ class FileBytes {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw CocoError(path + ": cannot open: " + std::strerror(errno));
     struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      throw CocoError(path + ": is a directory, not a JSON file");
+    }
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
       void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
       if (p != MAP_FAILED) {

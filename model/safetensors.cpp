@@ -90,6 +90,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
 }  // namespace
 
 TensorFile read_safetensors(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, "is a directory, not a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open for reading");
   in.seekg(0, std::ios::end);

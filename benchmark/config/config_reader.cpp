@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -229,11 +230,14 @@ void apply_override(Json& config, const std::string& assignment, Origins& origin
     *node = Json::parse(text);
   } catch (const Json::parse_error&) {
     *node = text;
+  } catch (const Json::out_of_range&) {
+    throw ConfigError(origin + ": " + text + " is beyond the range of a double");
   }
   origins[path] = origin;
 }
 
 Json read_json_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw ConfigError(path + ": is a directory, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
   std::ostringstream buf;
@@ -243,6 +247,9 @@ Json read_json_file(const std::string& path) {
   } catch (const Json::parse_error& e) {
     throw ConfigError(path + ": not valid JSON at byte " + std::to_string(e.byte) + ": " +
                       std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+  } catch (const Json::out_of_range& e) {  // a number beyond a double's range (1e999)
+    throw ConfigError(path + ": " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2) +
+                      " (beyond the range of a double)");
   }
 }
 

@@ -4,6 +4,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -260,6 +261,7 @@ bool png_encode_raw(PngWrite* st, const uint8_t* pixels, png_uint_32 w, png_uint
 }  // namespace
 
 std::vector<uint8_t> read_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, "is a directory, not a file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) fail(path, "cannot open file (missing or unreadable)");
   const std::streamsize n = f.tellg();

@@ -1,6 +1,7 @@
 #include "benchmark/run/command_line.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "logging/console.h"
 
@@ -37,6 +38,13 @@ std::string CommandLine::required(const std::string& flag) const {
 }
 
 config::SystemConfig CommandLine::system_config() const { return config::load_system_config(system_, overrides_); }
+
+void require_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw ConfigError(what + " " + path + " does not exist");
+  if (std::filesystem::is_directory(st)) throw ConfigError(what + " " + path + " is a directory, not a file");
+}
 
 bool wants_help(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)

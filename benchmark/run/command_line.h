@@ -42,6 +42,9 @@ class CommandLine {
   std::vector<std::string> overrides_;
 };
 
+// Throws ConfigError "<what> <path> does not exist" or "... is a directory, not a file".
+void require_file(const std::string& path, const std::string& what);
+
 // True when argv holds --help or -h.
 bool wants_help(int argc, char** argv);
 

@@ -41,13 +41,12 @@ EvalInputs read_inputs(int argc, char** argv) {
   if (!cl.positional().empty()) throw ConfigError("unexpected argument '" + cl.positional()[0] + "' (see --help)");
   EvalInputs in{.weights = cl.required("--weights"), .json_out = cl.value("--json"),
                 .results_out = cl.value("--results")};
-  if (!fs::is_regular_file(in.weights)) throw ConfigError("weights file " + in.weights + " does not exist");
+  require_file(in.weights, "weights file");
   const std::string data_dir = cl.required("--data");
   in.config = cl.system_config();
   in.split = cl.value("--split", in.config.data.val_split);
   in.layout = coco_layout(in.config, data_dir);
-  if (!fs::is_regular_file(in.layout.annotation_file(in.split)))
-    throw ConfigError("annotation file " + in.layout.annotation_file(in.split).string() + " does not exist");
+  require_file(in.layout.annotation_file(in.split).string(), "annotation file");
   return in;
 }
 

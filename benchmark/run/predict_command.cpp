@@ -49,7 +49,7 @@ struct PredictInputs {
 PredictInputs read_inputs(int argc, char** argv) {
   const CommandLine cl(argc, argv, {"--weights", "--data", "--out", "--score-threshold"}, {});
   PredictInputs in{.weights = cl.required("--weights"), .out_dir = cl.value("--out", "."), .images = cl.positional()};
-  if (!fs::is_regular_file(in.weights)) throw ConfigError("weights file " + in.weights + " does not exist");
+  require_file(in.weights, "weights file");
   if (cl.has("--score-threshold")) {
     const std::string v = cl.value("--score-threshold");
     try {
@@ -61,7 +61,7 @@ PredictInputs read_inputs(int argc, char** argv) {
   }
   if (in.images.empty()) throw ConfigError("no image given");
   for (const auto& p : in.images)
-    if (!fs::is_regular_file(p)) throw ConfigError("image " + p + " does not exist");
+    require_file(p, "image");
   in.config = cl.system_config();
   in.labels = identity_label_map(in.config.model.num_classes);
   if (cl.has("--data")) {

@@ -69,6 +69,7 @@ TrainInputs read_inputs(int argc, char** argv) {
                  .level = logging::parse_level(cl.value("--log-level", "info"))};
   check_inputs(in.config);
   if (!in.resume_path.empty()) {
+    require_file(in.resume_path, "checkpoint");
     in.resume = std::make_unique<train::Checkpoint>(train::load_checkpoint(in.resume_path));
     if (in.resume->config_fingerprint != resume_fingerprint(in.config))
       throw config::ConfigError("checkpoint " + in.resume_path +

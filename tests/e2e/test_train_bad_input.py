@@ -46,6 +46,17 @@ def main():
         corrupt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
         expect_refused("corrupt checkpoint", base + ["--resume", corrupt], "corrupt.safetensors", out)
         expect_refused("unknown argument", base + ["--epochs", "3"], "--epochs", out)
+        folder = tmp / "a-folder.json"
+        folder.mkdir()
+        expect_refused("folder as system file", ["--system", folder, "--out", out], f"{folder}: is a directory", out)
+        expect_refused("folder as checkpoint", base + ["--resume", folder], f"checkpoint {folder} is a directory", out)
+        huge = tmp / "huge.json"
+        huge.write_text(SYSTEM.read_text().replace('"max_epochs": 30', '"max_epochs": 1e999'))
+        expect_refused("number beyond a double", ["--system", huge, "--out", out], f"{huge}: number overflow", out)
+        expect_refused("--set beyond a double", base + ["--set", "run.target_bbox=1e999"],
+                       "--set run.target_bbox=1e999: 1e999 is beyond the range of a double", out)
+        expect_refused("--set on a missing section", ["--system", _without(tmp, "run"), "--out", out,
+                                                      "--set", "run.seed=3"], 'no "run" section', out)
 
         # A training image that turns out corrupt when the loader reaches it.
         victim = sorted((data / "train2017").glob("*.jpg"))[2]
@@ -67,6 +78,14 @@ def _with(tmp, patch):
     for section, values in patch.items():
         cfg[section].update(values)
     p = tmp / "patched.json"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def _without(tmp, section):
+    cfg = json.loads(SYSTEM.read_text())
+    del cfg[section]
+    p = tmp / f"without-{section}.json"
     p.write_text(json.dumps(cfg))
     return p
 
