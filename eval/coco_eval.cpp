@@ -239,7 +239,15 @@ void CocoEvaluator::check_gt_segmentations() const {
       const std::string what = "ground truth annotations[" + std::to_string(i) + "] (id " +
                                std::to_string(a.id) + ")";
       if (s.kind == Segmentation::Kind::kNone) throw CocoError(what + ": has no segmentation");
-      if (s.kind == Segmentation::Kind::kPolygons) continue;  // checked when read
+      if (s.kind == Segmentation::Kind::kPolygons) {  // coordinates checked when read
+        // pycocotools' frPyObjects takes a first polygon of 4 numbers for a box and refuses
+        // fewer ("input type is not supported"): an empty polygon is a damaged annotation.
+        const size_t n = s.polygons.empty() ? 0 : s.polygons[0].size();
+        if (n < 4)
+          throw CocoError(what + ": segmentation polygon 0 has " + std::to_string(n) +
+                          " coordinates (pycocotools refuses fewer than 4)");
+        continue;
+      }
       const uint32_t h = static_cast<uint32_t>(im->height), w = static_cast<uint32_t>(im->width);
       if (s.height != h || s.width != w) {
         throw CocoError(what + ": RLE size [" + std::to_string(s.height) + ", " +

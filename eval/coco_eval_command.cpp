@@ -179,6 +179,19 @@ void write_json_report(const std::string& path, const std::vector<EvalResult>& r
   if (std::fclose(f) != 0 || !ok) throw std::runtime_error(path + ": write failed");
 }
 
+// The evaluator names the element ("detections[3]: ...", "ground truth annotations[0] ...");
+// the command adds the file it came from.
+std::vector<EvalResult> evaluate_naming_files(const CocoEvaluator& evaluator, const std::vector<Detection>& dets,
+                                              const Args& a) {
+  try {
+    return evaluator.evaluate(dets, a.types);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const std::string& file = what.starts_with("detections[") ? a.positional[1] : a.positional[0];
+    throw std::runtime_error(file + ": " + what);
+  }
+}
+
 }  // namespace
 
 int coco_eval_main(int argc, char** argv) {
@@ -198,7 +211,7 @@ int coco_eval_main(int argc, char** argv) {
   if (!a.quiet) std::printf("results: %zu detections (read in %.2fs)\n", dets.size(), t.read_results);
 
   CocoEvaluator evaluator(gt, EvalOptions{a.threads});
-  const std::vector<EvalResult> results = evaluator.evaluate(dets, a.types);
+  const std::vector<EvalResult> results = evaluate_naming_files(evaluator, dets, a);
   if (!results.empty() && results[0].dropped_detections > 0)
     std::fprintf(stderr,
                  "coco-eval: note: %zu detections have a category_id that is not a ground-truth "

@@ -22,6 +22,10 @@ std::string describe_annotation(const std::string& file, const eval::Annotation&
   return file + ": annotation id " + std::to_string(a.id) + " (image id " + std::to_string(a.image_id) + ")";
 }
 
+// Larger than any photograph a detector trains on (COCO's largest side is 640); an image
+// header that claims more is a damaged annotation file, refused before it reaches LibTorch.
+constexpr int64_t kMaxImageSide = 16384;
+
 }  // namespace
 
 CocoDatasetOptions CocoDatasetOptions::coco(const std::string& root, const std::string& split, bool train) {
@@ -83,10 +87,12 @@ CocoDataset::CocoDataset(const CocoDatasetOptions& options)
   for (size_t pos : image_order) {
     if (++visited % 4096 == 0) progress.update(visited);
     const eval::Image& im = coco.images[pos];
-    if (im.width <= 0 || im.height <= 0)
+    if (im.width <= 0 || im.height <= 0 || im.width > kMaxImageSide || im.height > kMaxImageSide)
       throw std::runtime_error(file + ": image id " + std::to_string(im.id) + " (" + im.file_name +
                                ") has size " + std::to_string(im.width) + "x" + std::to_string(im.height) +
-                               ", expected positive width and height");
+                               ", expected a width and height in 1.." + std::to_string(kMaxImageSide));
+    if (im.file_name.empty())
+      throw std::runtime_error(file + ": image id " + std::to_string(im.id) + " has no file_name");
     const std::span<const uint32_t> anns = coco.annotations_of_image(im.id);
     for (uint32_t ai : anns) {
       const eval::Annotation& a = coco.annotations[ai];

@@ -36,16 +36,20 @@ Loader::~Loader() {
   for (std::thread& t : workers_) t.join();
 }
 
+// Counted from 1, as the MLPerf log counts epochs (the sampler's epoch e is the log's e + 1).
+std::string Loader::where(int64_t k) const {
+  return "data loader, epoch " + std::to_string(key_.epoch + 1) + ", batch " + std::to_string(k + 1) + " of " +
+         std::to_string(batches_.size()) + ": ";
+}
+
 Loader::Slot Loader::build(int64_t k) const {
   Slot s;
   try {
     s.batch = load_batch(*dataset_, batches_[static_cast<size_t>(k)], key_, batch_options_);
   } catch (const std::exception& e) {
-    s.error = std::make_exception_ptr(std::runtime_error(
-        "data loader, epoch " + std::to_string(key_.epoch) + " batch " + std::to_string(k) + ": " + e.what()));
+    s.error = std::make_exception_ptr(std::runtime_error(where(k) + e.what()));
   } catch (...) {
-    s.error = std::make_exception_ptr(std::runtime_error(
-        "data loader, epoch " + std::to_string(key_.epoch) + " batch " + std::to_string(k) + ": unknown error"));
+    s.error = std::make_exception_ptr(std::runtime_error(where(k) + "unknown error"));
   }
   return s;
 }

@@ -81,6 +81,7 @@ class Loader {
   };
 
   void worker_loop();
+  std::string where(int64_t k) const;  // "data loader, epoch E, batch K of N: " for errors
   Slot build(int64_t k) const;
 
   // Constant after construction.

@@ -118,7 +118,9 @@ train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device)
 }
 
 ScorerOptions scorer_options(const SystemConfig& c) {
-  return {.eval_threads = static_cast<int>(c.run.eval_threads), .legacy_plus_one = c.data.transform.legacy_plus_one};
+  return {.eval_threads = static_cast<int>(c.run.eval_threads),
+          .legacy_plus_one = c.data.transform.legacy_plus_one,
+          .ground_truth_file = coco_layout(c).annotation_file(c.data.val_split).string()};
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& c) {

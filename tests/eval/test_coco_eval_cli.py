@@ -33,24 +33,31 @@ CASES = [
     ("wrong type", None, json.dumps([{"image_id": 1, "category_id": 1, "bbox": "0,0,1,1", "score": 1}]),
      "bbox", ["[0].bbox: expected an array"]),
     ("unknown image", None, json.dumps(GOOD + [{"image_id": 77, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 1}]),
-     "bbox", ["detections[2]: image_id 77 is not an image of the ground truth"]),
+     "bbox", ["res.json: detections[2]: image_id 77 is not an image of the ground truth"]),
     ("NaN box", None, '[{"image_id": 1, "category_id": 1, "bbox": [0, 0, NaN, 1], "score": 1}]', "bbox",
      ["[0].bbox[2]: expected a finite number"]),
     ("negative box size", None, json.dumps([{"image_id": 1, "category_id": 1, "bbox": [0, 0, 3, -1], "score": 1}]),
      "bbox", ["[0].bbox[3]: a bbox width or height must not be negative"]),
     ("RLE size differs from the image", None,
      json.dumps([{"image_id": 2, "category_id": 2, "score": 1, "segmentation": {"size": [8, 9], "counts": "0`1"}}]),
-     "segm", ["detections[0]: RLE size [8, 9] differs from its image's [8, 8]"]),
+     "segm", ["res.json: detections[0]: RLE size [8, 9] differs from its image's [8, 8]"]),
     ("RLE counts malformed", None,
      json.dumps([{"image_id": 2, "category_id": 2, "score": 1, "segmentation": {"size": [8, 8], "counts": "0 "}}]),
-     "segm", ["detections[0]: RLE: compressed counts hold an invalid character"]),
+     "segm", ["res.json: detections[0]: RLE: compressed counts hold an invalid character"]),
     ("empty results", None, "[]", "bbox", ["res.json: the results array is empty"]),
     ("inconsistent results", None,
      json.dumps(GOOD + [{"image_id": 1, "category_id": 1, "score": 1, "segmentation": [[0, 0, 1, 0, 1, 1]]}]),
      "bbox", ["detections[2]: has no bbox, but the first detection has one"]),
     ("ground truth without segmentation in segm", json.dumps(
         {**GT, "annotations": [{k: v for k, v in GT["annotations"][0].items() if k != "segmentation"}]}),
-     json.dumps(GOOD[:1]), "segm", ["annotations[0] (id 1): has no segmentation"]),
+     json.dumps(GOOD[:1]), "segm", ["gt.json: ground truth annotations[0] (id 1): has no segmentation"]),
+    ("ground-truth polygon with no points in segm", json.dumps(
+        {**GT, "annotations": [{**GT["annotations"][0], "segmentation": [[]]}]}),
+     json.dumps(GOOD[:1]), "segm", ["gt.json: ground truth annotations[0] (id 1): segmentation polygon 0 has 0 coordinates"]),
+    ("ground-truth RLE of another size in segm", json.dumps(
+        {**GT, "annotations": [{**GT["annotations"][0], "segmentation": {"size": [5, 5], "counts": "0U0"}}]}),
+     json.dumps(GOOD[:1]), "segm", ["gt.json: ground truth annotations[0] (id 1): RLE size [5, 5] differs"]),
+    ("a folder for the results", None, "FOLDER", "bbox", ["res.json: is a directory"]),
     ("duplicate annotation id", json.dumps({**GT, "annotations": [GT["annotations"][0]] * 2}),
      json.dumps(GOOD), "bbox", ["gt.json: annotations[1] (id 1): duplicate annotation id"]),
     ("missing file", "MISSING", json.dumps(GOOD), "bbox", ["cannot open"]),
@@ -65,10 +72,15 @@ def main():
         for name, gt_text, res_text, types, needles in CASES:
             with open(gt_path, "w") as f:
                 f.write(json.dumps(GT) if gt_text is None else gt_text)
-            with open(res_path, "w") as f:
-                f.write(res_text)
+            res_arg = res_path
+            if res_text == "FOLDER":  # a directory where the results file should be
+                res_arg = os.path.join(tmp, "folder", "res.json")
+                os.makedirs(res_arg, exist_ok=True)
+            else:
+                with open(res_path, "w") as f:
+                    f.write(res_text)
             gt_arg = os.path.join(tmp, "missing.json") if gt_text == "MISSING" else gt_path
-            p = subprocess.run([exe, gt_arg, res_path, "--iou-type", types, "--quiet"],
+            p = subprocess.run([exe, gt_arg, res_arg, "--iou-type", types, "--quiet"],
                                capture_output=True, text=True, timeout=60)
             err = p.stderr.strip()
             if p.returncode != 1:

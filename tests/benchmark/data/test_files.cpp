@@ -370,6 +370,14 @@ TEST(CocoDataset, BadAnnotationsAndImagesNameTheFile) {
   const auto jpeg = encode_jpeg(pattern(48, 64), 90);
   write_file(dir.file("img/1.jpg"), std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + static_cast<long>(jpeg.size() / 2)));
   expect_error([&] { d.load(0, {}, slot.data(), 96, 128); }, {"1.jpg", "truncated"});
+
+  // Image entries that could never be read: no file name, a size no image has.
+  const std::string ann = R"("categories": [{"id": 1, "name": "a"}], "annotations": [{"id": 9, "image_id": 1,
+      "category_id": 1, "bbox": [1, 1, 5, 5], "area": 25, "iscrowd": 0, "segmentation": [[1, 1, 6, 1, 6, 6]]}]})";
+  write_text(o.annotation_file, R"({"images": [{"id": 1, "width": 64, "height": 48}],)" + ann);
+  expect_error([&] { CocoDataset bad(o); }, {"instances.json", "image id 1 has no file_name"});
+  write_text(o.annotation_file, R"({"images": [{"id": 1, "file_name": "1.jpg", "width": 64, "height": 100000}],)" + ann);
+  expect_error([&] { CocoDataset bad(o); }, {"instances.json", "image id 1", "64x100000", "1..16384"});
 }
 
 }  // namespace

@@ -263,7 +263,7 @@ TEST(Loader, WorkerErrorReachesTheConsumerWithTheFileName) {
   const auto sizes = mixed_sizes(30);
   auto ds = std::make_shared<MemoryDataset>(sizes, std::set<int64_t>{7});
   std::vector<std::vector<int64_t>> plan;
-  for (int64_t i = 0; i < 30; i += 2) plan.push_back({i, i + 1});  // index 7 is in batch 3
+  for (int64_t i = 0; i < 30; i += 2) plan.push_back({i, i + 1});  // index 7 is in batch 3 (0-based)
   for (int threads : {0, 3}) {
     Loader loader(ds, plan, {1, 0}, {.num_threads = threads, .prefetch_batches = 4});
     for (int k = 0; k < 3; ++k) ASSERT_TRUE(loader.next().has_value()) << "batch " << k;
@@ -274,7 +274,8 @@ TEST(Loader, WorkerErrorReachesTheConsumerWithTheFileName) {
       } catch (const std::runtime_error& e) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find("img_7.jpg"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("batch 3"), std::string::npos) << msg;
+        // Counted from 1, as the MLPerf log counts: the sampler's epoch 0 is the log's epoch 1.
+        EXPECT_NE(msg.find("epoch 1, batch 4 of 15"), std::string::npos) << msg;
       }
     }
   }
