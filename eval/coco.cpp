@@ -392,6 +392,7 @@ std::string read_file(const std::string& path) {
 Dataset parse_dataset(std::string_view json, const std::string& source) {
   return with_coco_errors([&]() {
     Dataset ds;
+    ds.source = source;
     JsonCursor c(json, source);
     std::string scratch;
     if (!c.next_is(JsonCursor::Kind::kObject)) c.fail("a COCO dataset object {\"images\": ...}");

@@ -79,6 +79,9 @@ class Dataset {
   std::vector<Image> images;
   std::vector<Category> categories;
   std::vector<Annotation> annotations;
+  // Where it was read from (the file's path; "" when built in memory): errors about its
+  // annotations name it.
+  std::string source;
 
   // Rebuilds the lookups below from the vectors. Throws CocoError on duplicate image, category
   // or annotation ids and on annotations whose image or category is not in the dataset.

@@ -229,6 +229,13 @@ CocoEvaluator::~CocoEvaluator() = default;
 
 const CocoEvaluator::GtCache& CocoEvaluator::gt_cache() const { return *cache_; }
 
+namespace {
+// "<file>: ground truth annotations[i]", naming the file when the dataset was read from one.
+std::string gt_element(const Dataset& ds, size_t i) {
+  return (ds.source.empty() ? "" : ds.source + ": ") + "ground truth annotations[" + std::to_string(i) + "]";
+}
+}  // namespace
+
 void CocoEvaluator::check_gt_segmentations() const {
   std::call_once(checked_once_, [this]() {
     const Dataset& ds = *gt_;
@@ -236,7 +243,7 @@ void CocoEvaluator::check_gt_segmentations() const {
       const Annotation& a = ds.annotations[i];
       const Segmentation& s = a.segmentation;
       const Image* im = ds.find_image(a.image_id);
-      const std::string what = "ground truth annotations[" + std::to_string(i) + "] (id " +
+      const std::string what = gt_element(ds, i) + " (id " +
                                std::to_string(a.id) + ")";
       if (s.kind == Segmentation::Kind::kNone) throw CocoError(what + ": has no segmentation");
       if (s.kind == Segmentation::Kind::kPolygons) {  // coordinates checked when read
@@ -275,8 +282,7 @@ void CocoEvaluator::ensure_image_masks(uint32_t r) const {
         const Annotation& a = ds.annotations[i];
         gt_masks_[i] = to_rle(a.segmentation, static_cast<uint32_t>(im.height),
                               static_cast<uint32_t>(im.width),
-                              "ground truth annotations[" + std::to_string(i) + "] (id " +
-                                  std::to_string(a.id) + ")");
+                              gt_element(ds, i) + " (id " + std::to_string(a.id) + ")");
         gt_mask_boxes_[i] = to_bbox(gt_masks_[i]);
       }
     }

@@ -179,16 +179,16 @@ void write_json_report(const std::string& path, const std::vector<EvalResult>& r
   if (std::fclose(f) != 0 || !ok) throw std::runtime_error(path + ": write failed");
 }
 
-// The evaluator names the element ("detections[3]: ...", "ground truth annotations[0] ...");
-// the command adds the file it came from.
+// The evaluator names the element ("detections[3]: ..."; ground-truth errors name their file
+// already); the command adds the results file the detections came from.
 std::vector<EvalResult> evaluate_naming_files(const CocoEvaluator& evaluator, const std::vector<Detection>& dets,
                                               const Args& a) {
   try {
     return evaluator.evaluate(dets, a.types);
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    const std::string& file = what.starts_with("detections[") ? a.positional[1] : a.positional[0];
-    throw std::runtime_error(file + ": " + what);
+    if (!what.starts_with("detections[")) throw;
+    throw std::runtime_error(a.positional[1] + ": " + what);
   }
 }
 

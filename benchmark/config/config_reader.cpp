@@ -68,13 +68,17 @@ std::string ConfigReader::where(const std::string& key) const {
   return path_.empty() ? key : key.empty() ? path_ : path_ + "." + key;
 }
 
-std::string ConfigReader::source(const std::string& key) const {
-  if (origins_ != nullptr) {
-    const auto it = origins_->find(where(key));
-    if (it != origins_->end()) return it->second;
+std::string source_of(const Origins* origins, const std::string& file, const std::string& path) {
+  if (origins == nullptr) return file;
+  for (std::string p = path;;) {
+    if (const auto it = origins->find(p); it != origins->end()) return it->second;
+    const auto dot = p.rfind('.');
+    if (dot == std::string::npos) return file;
+    p.resize(dot);
   }
-  return file_;
 }
+
+std::string ConfigReader::source(const std::string& key) const { return source_of(origins_, file_, where(key)); }
 
 void ConfigReader::fail(const std::string& key, const std::string& problem) const {
   throw ConfigError(source(key) + ": " + where(key) + ": " + problem);

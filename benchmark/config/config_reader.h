@@ -35,6 +35,10 @@ struct ConfigError : std::runtime_error {
 // an override created (a section the file lacked) maps to the override that created it.
 using Origins = std::map<std::string, std::string>;
 
+// Where the value at a dotted path came from: the override that set it or created a section on
+// its path, else `file`.
+std::string source_of(const Origins* origins, const std::string& file, const std::string& path);
+
 struct Range {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();

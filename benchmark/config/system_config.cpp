@@ -328,15 +328,7 @@ const char* const kSections[] = {"system", "submission", "launch", "run", "data"
 
 }  // namespace
 
-std::string SystemConfig::source(const std::string& path) const {
-  // The override that set this key, or that created a section on its path.
-  for (std::string p = path;;) {
-    if (const auto it = origins.find(p); it != origins.end()) return it->second;
-    const auto dot = p.rfind('.');
-    if (dot == std::string::npos) return file;
-    p.resize(dot);
-  }
-}
+std::string SystemConfig::source(const std::string& path) const { return source_of(&origins, file, path); }
 
 SystemConfig load_system_config(const std::string& path, const std::vector<std::string>& overrides) {
   SystemConfig c;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "benchmark/run/coco_results.h"
+#include "benchmark/run/command_line.h"
 #include "benchmark/train/checkpoint.h"
 #include "eval/coco.h"
 #include "logging/console.h"
@@ -25,26 +26,14 @@ c10::Device device_of(const SystemConfig& c, int local_rank) {
   return device;
 }
 
-namespace {
-
-void require_path(const fs::path& p, bool directory, const std::string& what) {
-  std::error_code ec;
-  const auto st = fs::status(p, ec);
-  if (ec || !fs::exists(st))
-    throw ConfigError(what + " " + p.string() + " does not exist" +
-                      (what.starts_with("dataset") ? " (run_scripts/demo.sh generates the synthetic one)" : ""));
-  if (directory != fs::is_directory(st))
-    throw ConfigError(what + " " + p.string() + (directory ? " is not a directory" : " is not a file"));
-}
-
-}  // namespace
 
 void check_inputs(const SystemConfig& c) {
   const data::CocoLayout layout = coco_layout(c);
-  require_path(layout.root, true, "dataset folder");
+  const std::string hint = " (run_scripts/demo.sh generates the synthetic one)";
+  require_path(layout.root.string(), true, "dataset folder", hint);
   for (const auto& split : {c.data.train_split, c.data.val_split}) {
-    require_path(layout.annotation_file(split), false, "dataset annotation file");
-    require_path(layout.image_dir(split), true, "dataset image folder");
+    require_path(layout.annotation_file(split).string(), false, "dataset annotation file", hint);
+    require_path(layout.image_dir(split).string(), true, "dataset image folder", hint);
   }
   if (!c.run.initial_weights.empty()) require_path(c.run.initial_weights, false, "initial weights");
   if (c.run.device != "cpu") {
@@ -118,9 +107,7 @@ train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device)
 }
 
 ScorerOptions scorer_options(const SystemConfig& c) {
-  return {.eval_threads = static_cast<int>(c.run.eval_threads),
-          .legacy_plus_one = c.data.transform.legacy_plus_one,
-          .ground_truth_file = coco_layout(c).annotation_file(c.data.val_split).string()};
+  return {.eval_threads = static_cast<int>(c.run.eval_threads), .legacy_plus_one = c.data.transform.legacy_plus_one};
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& c) {

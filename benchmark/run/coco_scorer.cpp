@@ -36,8 +36,7 @@ void CocoScorer::finish_epoch(int64_t epoch, std::function<void(int64_t, std::ex
   std::lock_guard lock(mutex_);
   // Each waiter first joins the previous one, so callbacks run one at a time in epoch order.
   std::shared_ptr<std::thread> previous = waiters_.empty() ? nullptr : waiters_.back();
-  auto job = [epoch, started, previous, gt_file = options_.ground_truth_file, done = std::move(done),
-              f = std::move(future)]() mutable {
+  auto job = [epoch, started, previous, done = std::move(done), f = std::move(future)]() mutable {
     Accuracy acc;
     std::exception_ptr error;
     try {
@@ -49,11 +48,6 @@ void CocoScorer::finish_epoch(int64_t epoch, std::function<void(int64_t, std::ex
       acc.started = acc.finished - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                        std::chrono::duration<double>(r.scoring_seconds));
       if (acc.started < started) acc.started = started;
-    } catch (const std::exception& e) {  // name the file a ground-truth problem comes from
-      const std::string what = e.what();
-      error = what.starts_with("ground truth") && !gt_file.empty()
-                  ? std::make_exception_ptr(std::runtime_error(gt_file + ": " + what))
-                  : std::current_exception();
     } catch (...) {
       error = std::current_exception();
     }

@@ -6,7 +6,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,7 +18,6 @@ namespace mrcnn::run {
 struct ScorerOptions {
   int eval_threads = 1;          // COCOeval worker threads
   bool legacy_plus_one = false;  // the data's box convention (data.legacy_plus_one)
-  std::string ground_truth_file;  // named in errors about the ground truth
 };
 
 class CocoScorer final : public Scorer {

@@ -19,7 +19,7 @@ CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& wit
     };
     if (s == "--system") system_ = next();
     else if (s == "--set") overrides_.push_back(next());
-    else if (with_value.contains(s)) values_[s] = next();
+    else if (with_value.contains(s)) values_[s].push_back(next());
     else if (switches.contains(s)) switches_.insert(s);
     else if (s.starts_with("-") && s.size() > 1) throw ConfigError("unknown argument '" + s + "' (see --help)");
     else positional_.push_back(s);
@@ -28,22 +28,28 @@ CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& wit
 
 std::string CommandLine::value(const std::string& flag, const std::string& fallback) const {
   const auto it = values_.find(flag);
-  return it == values_.end() ? fallback : it->second;
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> CommandLine::values(const std::string& flag) const {
+  const auto it = values_.find(flag);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string CommandLine::required(const std::string& flag) const {
-  const auto it = values_.find(flag);
-  if (it == values_.end()) throw ConfigError(flag + " is required");
-  return it->second;
+  if (!values_.contains(flag)) throw ConfigError(flag + " is required");
+  return value(flag);
 }
 
 config::SystemConfig CommandLine::system_config() const { return config::load_system_config(system_, overrides_); }
 
-void require_file(const std::string& path, const std::string& what) {
+void require_path(const std::string& path, bool directory, const std::string& what, const std::string& hint) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) throw ConfigError(what + " " + path + " does not exist");
-  if (std::filesystem::is_directory(st)) throw ConfigError(what + " " + path + " is a directory, not a file");
+  if (ec || !std::filesystem::exists(st)) throw ConfigError(what + " " + path + " does not exist" + hint);
+  if (!directory && std::filesystem::is_directory(st))
+    throw ConfigError(what + " " + path + " is a directory, not a file");
+  if (directory && !std::filesystem::is_directory(st)) throw ConfigError(what + " " + path + " is not a directory");
 }
 
 bool wants_help(int argc, char** argv) {

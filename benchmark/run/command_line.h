@@ -24,7 +24,10 @@ class CommandLine {
   CommandLine(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& switches);
 
   bool has(const std::string& flag) const { return values_.contains(flag) || switches_.contains(flag); }
+  // The flag's value (the last one when it is repeated).
   std::string value(const std::string& flag, const std::string& fallback = "") const;
+  // Every value of a repeatable flag, in order.
+  std::vector<std::string> values(const std::string& flag) const;
   // A value that must be given; throws ConfigError "<flag> is required".
   std::string required(const std::string& flag) const;
   bool flag(const std::string& s) const { return switches_.contains(s); }
@@ -32,18 +35,22 @@ class CommandLine {
 
   // Adds an override, e.g. from a shorthand flag (--seed N -> run.seed=N).
   void add_override(std::string assignment) { overrides_.push_back(std::move(assignment)); }
+  const std::string& system() const { return system_; }
+  const std::vector<std::string>& overrides() const { return overrides_; }
   config::SystemConfig system_config() const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
   std::set<std::string> switches_;
   std::vector<std::string> positional_;
   std::string system_ = kDefaultSystem;
   std::vector<std::string> overrides_;
 };
 
-// Throws ConfigError "<what> <path> does not exist" or "... is a directory, not a file".
-void require_file(const std::string& path, const std::string& what);
+// Throws ConfigError "<what> <path> does not exist", "... is a directory, not a file" or "... is
+// not a directory"; `hint` follows a missing path's message.
+void require_path(const std::string& path, bool directory, const std::string& what, const std::string& hint = "");
+inline void require_file(const std::string& path, const std::string& what) { require_path(path, false, what); }
 
 // True when argv holds --help or -h.
 bool wants_help(int argc, char** argv);

@@ -22,10 +22,8 @@ exit status: 0, or 2 for a bad configuration or an unknown key
 int config_main(int argc, char** argv) {
   if (wants_help(argc, argv)) return std::fputs(kUsage, stdout), 0;
   try {
-    std::vector<std::string> keys;
-    for (int i = 1; i < argc; ++i)  // --print repeats; CommandLine keeps one value per flag
-      if (std::string(argv[i]) == "--print" && i + 1 < argc) keys.push_back(argv[i + 1]);
     const CommandLine cl(argc, argv, {"--print"}, {});
+    const std::vector<std::string> keys = cl.values("--print");
     if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "'");
     const config::SystemConfig cfg = cl.system_config();
     if (keys.empty()) std::printf("%s\n", cfg.resolved.dump(2).c_str());

@@ -45,6 +45,7 @@ int launch_main(int argc, char** argv) {
     CommandLine cl(split, argv, {}, {"--dry-run"});
     if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "'");
     std::vector<std::string> train_args(argv + std::min(split + 1, argc), argv + argc);
+    const std::vector<std::string> own_overrides = cl.overrides();
     for (size_t i = 0; i + 1 < train_args.size(); ++i)
       if (train_args[i] == "--set") cl.add_override(train_args[i + 1]);
     const config::SystemConfig cfg = cl.system_config();
@@ -53,8 +54,7 @@ int launch_main(int argc, char** argv) {
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     command.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("mlperf-maskrcnn"));
     command.insert(command.end(), {"train", "--system", cfg.file});
-    for (int i = 1; i < split; ++i)
-      if (std::string(argv[i]) == "--set") command.insert(command.end(), {"--set", argv[++i]});
+    for (const auto& o : own_overrides) command.insert(command.end(), {"--set", o});
     command.insert(command.end(), train_args.begin(), train_args.end());
     if (cl.flag("--dry-run")) {
       for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());

@@ -56,10 +56,7 @@ int remove_stale_temporaries(const std::string& output_dir) {
   int removed = 0;
   for (auto it = fs::recursive_directory_iterator(output_dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it.depth() > 2) {  // <output_dir>/<run>/checkpoints/<file> at most
-      it.disable_recursion_pending();
-      continue;
-    }
+    if (it.depth() == 2) it.disable_recursion_pending();  // <output_dir>/<run>/checkpoints/<file> at most
     if (!it->is_regular_file(ec)) continue;
     const std::string name = it->path().filename().string();
     const auto dot = name.rfind(".tmp.");
