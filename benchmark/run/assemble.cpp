@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -178,6 +179,12 @@ RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::De
   parts.train_data = [=, &c]() -> std::unique_ptr<DataSource> {
     auto ds = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.train_split, true, progress));
     logging::info("train set: " + ds->stats().summary());
+    const std::string file = layout.annotation_file(c.data.train_split).string();
+    if (ds->size() == 0)
+      throw DataError(file + ": no image to train on (" + ds->stats().summary() + ")");
+    if (ds->stats().instances_kept == 0)
+      throw DataError(file + ": no object to train on, every annotation is a crowd region or empty (" +
+                      ds->stats().summary() + ")");
     if (ds->num_classes() != c.model.num_classes)
       throw std::runtime_error(layout.root.string() + ": the training set has " + std::to_string(ds->num_classes() - 1) +
                                " categories, the model " + std::to_string(c.model.num_classes - 1) +
@@ -186,10 +193,15 @@ RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::De
   };
   parts.val_data = [=, &c]() -> std::unique_ptr<DataSource> {
     *val_dataset = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.val_split, false, progress));
+    if ((*val_dataset)->size() == 0)
+      throw DataError(layout.annotation_file(c.data.val_split).string() + ": no image to evaluate");
     return std::make_unique<CocoData>(*val_dataset, eval_data_options(c, device), rank, world);
   };
   parts.scorer = [=, &c, &comm]() -> std::unique_ptr<Scorer> {
     auto gt = std::make_shared<const eval::Dataset>(eval::load_dataset(layout.annotation_file(c.data.val_split).string()));
+    if (std::none_of(gt->annotations.begin(), gt->annotations.end(), [](const eval::Annotation& a) { return !a.iscrowd; }))
+      throw DataError(gt->source + ": no object to evaluate against (every AP would be -1): " +
+                      std::to_string(gt->annotations.size()) + " annotations, all crowd regions");
     return std::make_unique<CocoScorer>(gt, label_map((*val_dataset)->category_ids()), scorer_options(c), comm);
   };
   return parts;

@@ -155,6 +155,9 @@ RunResult TimedRun::run() {
     train_ = parts_.train_data();
     val_ = parts_.val_data();
     scorer_ = parts_.scorer();
+    if (train_->num_images() == 0 || train_->batches_per_epoch() == 0)
+      throw DataError("the training data gives no batch to train on (" + std::to_string(train_->num_images()) + " images)");
+    if (val_->num_images() == 0) throw DataError("the validation data has no image to evaluate");
     mllog_.log(key::kTrainSamples, train_->num_images());
     mllog_.log(key::kEvalSamples, val_->num_images());
     train_epochs(target_reached, status);

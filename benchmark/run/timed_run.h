@@ -21,6 +21,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@
 #include "model/structures.h"
 
 namespace mrcnn::run {
+
+// The run's data cannot be used: nothing to train on or nothing to evaluate. Bad input like a
+// wrong config value (exit status 2), found when the data is first read, right after run_start:
+// the MLPerf clock must start before any data is touched.
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // An epoch's batches, in the order the sampler fixed.
 class BatchStream {
@@ -128,7 +136,7 @@ class TimedRun {
            comm::Communicator& comm, TimedRunOptions options);
 
   // Logs run_start, builds the data and the scorer, logs train_samples and eval_samples, and
-  // runs everything up to run_stop. A non-finite loss or any other error after run_start ends
+  // runs everything up to run_stop. Data with no training batch is a DataError. A non-finite loss or any other error after run_start ends
   // the run with run_stop "aborted" and is rethrown; so does a stop signal (run/stop_signal.h),
   // noticed after each training step and validation batch (StopRequested).
   RunResult run();

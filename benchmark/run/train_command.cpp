@@ -43,7 +43,9 @@ SIGTERM or SIGINT stops the run after the current step or validation batch (run_
 checkpoints kept); a second signal exits at once.
 
 exit status: 0 targets reached, 3 targets not reached within run.max_epochs, 1 error during the
-run, 2 bad configuration or arguments (before anything is written), 128+N stopped by signal N
+run, 2 bad configuration or arguments (before anything is written) or data with nothing to train
+on or to evaluate (found when the data is first read, right after run_start; run_stop "aborted"),
+128+N stopped by signal N
 )";
 
 // Everything the run needs from its command line, checked before anything is written.
@@ -99,8 +101,8 @@ std::vector<std::string> initialized_tensor_names(const model::ModelOptions& opt
 }
 
 // The timed run with its observers (rank 0 keeps the metrics, shows progress and writes
-// checkpoints). Returns the exit status: 0 targets reached, 3 not reached, 1 an error, 128 + N a
-// stop signal N (run_stop "aborted" is logged in both last cases).
+// checkpoints). Returns the exit status: 0 targets reached, 3 not reached, 1 an error, 2 unusable
+// data, 128 + N a stop signal N (run_stop "aborted" is logged in the last three cases).
 int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& model, train::Trainer& trainer,
               comm::Communicator& comm, c10::Device device, const RunFolder& folder) {
   const SystemConfig& cfg = in.config;
@@ -128,6 +130,10 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
                                       static_cast<long long>(trainer.global_step()), folder.log().c_str()));
     if (comm.world_size() > 1) comm.abort(e.exit_status());
     return e.exit_status();
+  } catch (const DataError& e) {
+    logging::error("run aborted, the data cannot be used: " + logging::error_text(e));
+    if (comm.world_size() > 1) comm.abort(2);
+    return 2;
   } catch (const std::exception& e) {
     logging::error("run aborted: " + logging::error_text(e));
     logging::info("MLPerf log: " + folder.log().string());

@@ -1,5 +1,6 @@
 """Bad input to `mlperf-maskrcnn train` is one clear error before run_start, exit status 2, and
-nothing written that could pass for a result. Bad data found only during the run (a corrupt
+nothing written that could pass for a result. Data with nothing to train on or to evaluate is
+refused the same way when first read, right after run_start (run_stop "aborted", no step). Bad data found only during the run (a corrupt
 image) ends it with run_stop "aborted", exit status 1 and an error naming the file; the log
 written until then stays whole and no weights are saved."""
 import json
@@ -58,6 +59,17 @@ def main():
         expect_refused("--set on a missing section", ["--system", _without(tmp, "run"), "--out", out,
                                                       "--set", "run.seed=3"], 'no "run" section', out)
 
+        # Data with nothing to train on or to evaluate: refused when first read, exit status 2.
+        expect_unusable(tmp, data, "empty training set", "train", lambda d: d.update(images=[], annotations=[]),
+                        "instances_train2017.json: no image to train on")
+        expect_unusable(tmp, data, "no training annotations", "train", lambda d: d.update(annotations=[]),
+                        "instances_train2017.json: no image to train on (0 of 4 images kept")
+        expect_unusable(tmp, data, "only crowd regions", "train", _all_crowd, "instances_train2017.json: no object to train on")
+        expect_unusable(tmp, data, "empty validation set", "val", lambda d: d.update(images=[], annotations=[]),
+                        "instances_val2017.json: no image to evaluate")
+        expect_unusable(tmp, data, "validation only crowd", "val", _all_crowd,
+                        "instances_val2017.json: no object to evaluate against")
+
         # A training image that turns out corrupt when the loader reaches it.
         victim = sorted((data / "train2017").glob("*.jpg"))[2]
         victim.write_bytes(victim.read_bytes()[:300])
@@ -71,6 +83,37 @@ def main():
         assert [r["key"] for r in records].count("run_start") == 1
         assert not (run / "model.safetensors").exists(), "weights saved from an aborted run"
         print(f"{'corrupt image mid-run':28s} -> exit 1, run_stop aborted, {victim.name} named")
+
+
+def expect_unusable(tmp, data, name, split, edit, needle):
+    """A copy of `data` whose `split` annotations went through `edit` is refused with exit status
+    2 when first read: one error naming the file, run_stop "aborted", no step, no weights."""
+    variant = tmp / ("data-" + name.replace(" ", "-"))
+    (variant / "annotations").mkdir(parents=True)
+    for folder in ("train2017", "val2017"):
+        (variant / folder).symlink_to(data / folder)
+    for s in ("train", "val"):
+        ann = json.loads((data / "annotations" / f"instances_{s}2017.json").read_text())
+        if s == split:
+            edit(ann)
+        (variant / "annotations" / f"instances_{s}2017.json").write_text(json.dumps(ann))
+    out = tmp / ("out-" + name.replace(" ", "-"))
+    p = env.run([env.mlperf_maskrcnn(), "train", "--system", SYSTEM, "--out", out, "--quiet", "--no-progress",
+                 "--set", f'run.data_dir="{variant}"'])
+    assert p.returncode == 2, f"{name}: exit {p.returncode}\n{p.stderr}"
+    errors = [l for l in p.stderr.splitlines() if "error" in l]
+    assert len(errors) == 1 and needle in errors[0], f"{name}: expected one error with '{needle}', got\n{p.stderr}"
+    assert "Traceback" not in p.stderr and "terminate called" not in p.stderr
+    run = (out / "latest").resolve()
+    keys = [r["key"] for r in env.mllog_records(run / "mlperf_log.txt")]
+    assert keys[-1] == "run_stop" and "epoch_start" not in keys, f"{name}: {keys}"
+    assert not (run / "model.safetensors").exists() and not any(run.rglob("*.safetensors")), f"{name}: weights saved"
+    print(f"{name:28s} -> {errors[0]}")
+
+
+def _all_crowd(ann):
+    for a in ann["annotations"]:
+        a["iscrowd"] = 1
 
 
 def _with(tmp, patch):
