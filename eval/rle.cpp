@@ -203,7 +203,7 @@ void decode_string(std::string_view s, uint32_t h, uint32_t w, Sink&& sink) {
         bad(std::string("compressed counts hold an invalid character at position ") +
             std::to_string(p) + " (valid: '0'..'o')");
       }
-      if (k > 12) bad("compressed counts hold a value longer than 64 bits");
+      if (k > 11) bad("compressed counts hold a value longer than 64 bits");  // 13 groups: 65 bits
       x |= static_cast<int64_t>(c & 0x1f) << (5 * k);
       more = (c & 0x20) != 0;
       ++p;

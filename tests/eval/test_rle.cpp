@@ -98,6 +98,9 @@ TEST(Rle, FromStringRejectsMalformedInput) {
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("truncated")));
   EXPECT_THAT([] { from_counts({3, 4}, 2, 2); },
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("add up to 7")));
+  // 13 groups of 5 bits: past 64 bits, refused before any shift beyond the word (found by fuzz_rle).
+  EXPECT_THAT([] { from_string(std::string(12, '\\') + "L", 5, 60); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("longer than 64 bits")));
   EXPECT_THAT([] { from_string("", 70000, 70000); },
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("2^32")));
 }
