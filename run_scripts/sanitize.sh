@@ -30,7 +30,8 @@ case "$mode" in
 esac
 core=0
 if [[ "${1:-}" == --core ]]; then core=1; shift; fi
-build="${MRCNN_SANITIZE_BUILD_DIR:-$repo/build-$mode$([[ $core == 1 ]] && echo -core)}"
+suffix=""; [[ $core == 1 ]] && suffix="-core"
+build="${MRCNN_SANITIZE_BUILD_DIR:-$repo/build-$mode$suffix}"
 jobs="${MRCNN_JOBS:-$(nproc)}"
 test_jobs="${MRCNN_TEST_JOBS:-$(nproc)}"
 
@@ -40,7 +41,7 @@ start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCNN_SANITIZE="$flags" -DMRCNN_WERROR=ON \
       -DMRCNN_BUILD_BENCHMARKS=OFF -DMRCNN_WITH_TORCH=$([[ $core == 1 ]] && echo OFF || echo ON) >/dev/null
 cmake --build "$build" -j "$jobs"
-echo "[sanitize] $mode$([[ $core == 1 ]] && echo ' --core') build took $(( $(date +%s) - start )) s"
+echo "[sanitize] $mode$suffix build took $(( $(date +%s) - start )) s"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:alloc_dealloc_mismatch=0:strict_string_checks=1:detect_stack_use_after_return=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -24,7 +24,6 @@ std::string describe_annotation(const std::string& file, const eval::Annotation&
 
 // Larger than any photograph a detector trains on (COCO's largest side is 640); an image
 // header that claims more is a damaged annotation file, refused before it reaches LibTorch.
-constexpr int64_t kMaxImageSide = 16384;
 
 }  // namespace
 

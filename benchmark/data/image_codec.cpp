@@ -279,7 +279,20 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   if (!f) fail(path, "write error");
 }
 
-ImageHeader read_image_header(const std::vector<uint8_t>& bytes, const std::string& name) {
+namespace {
+
+ImageHeader checked(ImageHeader h, const std::string& name) {
+  const char* format = h.format == ImageFormat::kJpeg ? "JPEG" : "PNG";
+  if (h.width <= 0 || h.height <= 0)
+    fail(name, std::string(format) + " header gives an empty image (" + std::to_string(h.width) + "x" +
+                   std::to_string(h.height) + ")");
+  if (h.width > kMaxImageSide || h.height > kMaxImageSide)
+    fail(name, std::string(format) + " image is " + std::to_string(h.width) + "x" + std::to_string(h.height) +
+                   " pixels, more than " + std::to_string(kMaxImageSide) + " a side");
+  return h;
+}
+
+ImageHeader read_header(const std::vector<uint8_t>& bytes, const std::string& name) {
   ImageHeader h;
   if (is_jpeg(bytes)) {
     TjHandle tj(tjInitDecompress());
@@ -309,8 +322,15 @@ ImageHeader read_image_header(const std::vector<uint8_t>& bytes, const std::stri
   fail(name, "not a JPEG or PNG file (unrecognised magic bytes)");
 }
 
+}  // namespace
+
+ImageHeader read_image_header(const std::vector<uint8_t>& bytes, const std::string& name) {
+  return checked(read_header(bytes, name), name);
+}
+
 Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name,
                    const DecodeOptions& options) {
+  (void)read_image_header(bytes, name);  // refuses empty and oversized images before any allocation
   if (is_jpeg(bytes)) return decode_jpeg(bytes, name, options);
   if (is_png(bytes)) return decode_png(bytes, name);
   fail(name, "not a JPEG or PNG file (unrecognised magic bytes)");

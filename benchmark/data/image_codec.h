@@ -18,6 +18,10 @@ namespace mrcnn::data {
 
 enum class ImageFormat { kJpeg, kPng };
 
+// The largest width or height accepted (COCO's largest side is 640): 16384^2 RGB is 768 MiB.
+// Larger images are refused from their header, before any pixel memory is allocated.
+inline constexpr int64_t kMaxImageSide = 16384;
+
 // An 8-bit RGB image, rows top to bottom, pixels R,G,B interleaved. Owns its pixels.
 struct Image {
   int64_t height = 0;
@@ -51,7 +55,8 @@ struct DecodeOptions {
 // Reads a whole file. Throws naming the file when it is missing, unreadable or empty.
 std::vector<uint8_t> read_file(const std::string& path);
 
-// Format from the magic bytes and size from the header. `name` is used in error messages only.
+// Format from the magic bytes and size from the header; an empty image or one beyond kMaxImageSide
+// is refused. `name` is used in error messages only.
 ImageHeader read_image_header(const std::vector<uint8_t>& bytes, const std::string& name);
 
 // Decodes a JPEG or PNG (chosen by magic bytes, not by extension). The result may be smaller

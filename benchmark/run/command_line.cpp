@@ -1,7 +1,11 @@
 #include "benchmark/run/command_line.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+
+#include <unistd.h>
 
 #include "logging/console.h"
 
@@ -50,6 +54,19 @@ void require_path(const std::string& path, bool directory, const std::string& wh
   if (!directory && std::filesystem::is_directory(st))
     throw ConfigError(what + " " + path + " is a directory, not a file");
   if (directory && !std::filesystem::is_directory(st)) throw ConfigError(what + " " + path + " is not a directory");
+}
+
+void require_writable_folder(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path existing = fs::absolute(path, ec);
+  while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path())
+    existing = existing.parent_path();
+  const std::string in_the_way = existing.string() == fs::absolute(path, ec).string() ? "" : " (" + existing.string() + ")";
+  if (!fs::is_directory(existing, ec))
+    throw ConfigError(what + " " + path + in_the_way + " is a file, not a folder");
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw ConfigError(what + " " + path + in_the_way + " is not writable: " + std::strerror(errno));
 }
 
 bool wants_help(int argc, char** argv) {

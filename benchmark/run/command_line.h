@@ -47,6 +47,10 @@ class CommandLine {
   std::vector<std::string> overrides_;
 };
 
+// A folder a command will create files in: it, or the nearest part of it that exists, must be a
+// writable folder. Throws ConfigError naming `what`, the path and the part in the way.
+void require_writable_folder(const std::string& path, const std::string& what);
+
 // Throws ConfigError "<what> <path> does not exist", "... is a directory, not a file" or "... is
 // not a directory"; `hint` follows a missing path's message.
 void require_path(const std::string& path, bool directory, const std::string& what, const std::string& hint = "");

@@ -70,6 +70,7 @@ TrainInputs read_inputs(int argc, char** argv) {
                  .progress = !cl.flag("--no-progress"),
                  .level = logging::parse_level(cl.value("--log-level", "info"))};
   check_inputs(in.config);
+  require_writable_folder(in.config.run.output_dir, in.config.source("run.output_dir") + ": run.output_dir");
   if (!in.resume_path.empty()) {
     require_file(in.resume_path, "checkpoint");
     in.resume = std::make_unique<train::Checkpoint>(train::load_checkpoint(in.resume_path));

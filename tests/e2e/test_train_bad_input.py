@@ -59,6 +59,13 @@ def main():
         expect_refused("--set on a missing section", ["--system", _without(tmp, "run"), "--out", out,
                                                       "--set", "run.seed=3"], 'no "run" section', out)
 
+        a_file = tmp / "a-file"
+        a_file.write_text("keep me")
+        expect_refused("output folder is a file", base + ["--out", a_file], f"run.output_dir {a_file} is a file, not a folder", a_file.parent / "none")
+        expect_refused("output folder under a file", base + ["--out", a_file / "runs"],
+                       f"run.output_dir {a_file / 'runs'} ({a_file}) is a file, not a folder", a_file.parent / "none")
+        assert a_file.read_text() == "keep me"
+
         # Data with nothing to train on or to evaluate: refused when first read, exit status 2.
         expect_unusable(tmp, data, "empty training set", "train", lambda d: d.update(images=[], annotations=[]),
                         "instances_train2017.json: no image to train on")

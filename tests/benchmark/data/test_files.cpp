@@ -119,6 +119,10 @@ TEST(Codec, BadFilesGiveOneClearErrorNamingTheFile) {
   std::vector<uint8_t> bad_header = png;
   bad_header[29] ^= 0x01;  // the IHDR chunk's CRC
   expect_error([&] { decode_image(bad_header, "ihdr.png"); }, {"ihdr.png", "CRC"});
+  std::vector<uint8_t> huge = png;  // IHDR width 20000: refused before any pixel memory exists
+  huge[16] = 0, huge[17] = 0, huge[18] = 0x4E, huge[19] = 0x20;
+  expect_error([&] { decode_image(huge, "huge.png"); }, {"huge.png", "20000x20 pixels, more than 16384 a side"});
+  expect_error([&] { read_image_header(huge, "huge.png"); }, {"huge.png", "more than 16384"});
   const std::vector<uint8_t> cut_png(png.begin(), png.begin() + static_cast<long>(png.size() / 2));
   expect_error([&] { decode_image(cut_png, "cut.png"); }, {"cut.png", "truncated"});
 
