@@ -32,6 +32,10 @@ def mpi_train(data, out, *extra):
            "--set", "run.eval_threads=1", *extra]
     mpi_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_rmaps_base_oversubscribe="1")
+    if os.environ.get("MRCNN_SANITIZER") == "asan":
+        # OpenMPI's plugins leak at MPI_Finalize and are unloaded before LeakSanitizer reports, so
+        # their leaks cannot be suppressed by name; memory errors are still detected.
+        mpi_env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
     p = env.run(cmd, env=mpi_env, timeout=900)
     return p, (pathlib.Path(out) / "latest").resolve()
 
