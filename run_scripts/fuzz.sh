@@ -47,6 +47,8 @@ fi
 cmake --build "$build" -j "${MRCNN_JOBS:-$(nproc)}" --target "fuzz_$target"
 
 seeds="$repo/tests/fuzz/corpus/$target"
+more_seeds=()
+[[ $target == system_config ]] && more_seeds=("$repo/systems")   # the real system files
 work="$build/corpus/$target"
 findings="$build/findings/$target"
 mkdir -p "$work" "$findings"
@@ -58,7 +60,7 @@ export TMPDIR="${TMPDIR:-/tmp}"
 echo "[fuzz] $target for $seconds s (seeds $seeds, corpus $work, findings $findings)"
 set +e
 "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -malloc_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$findings/" "$work" "$seeds" 2>&1 | tee "$build/fuzz-$target.log" |
+    -print_final_stats=1 -artifact_prefix="$findings/" "$work" "$seeds" "${more_seeds[@]}" 2>&1 | tee "$build/fuzz-$target.log" |
     grep -E --line-buffered "^#[0-9]+ +(pulse|REDUCE|NEW)|DONE|ERROR|FINDING|SUMMARY|stat::|Test unit written|==[0-9]+=="
 status=${PIPESTATUS[0]}
 set -e

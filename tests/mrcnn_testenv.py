@@ -42,6 +42,14 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
 
 
+def synth_dataset(out, *args) -> pathlib.Path:
+    """The synthetic COCO dataset `mlperf-maskrcnn synth --out OUT ARGS... --quiet` writes; fails
+    the test when it cannot be made."""
+    p = run([mlperf_maskrcnn(), "synth", "--out", out, *args, "--quiet"])
+    assert p.returncode == 0, p.stderr
+    return pathlib.Path(out)
+
+
 def mllog_records(log) -> list:
     """The JSON records of an MLPerf log's `:::MLLOG ` lines, in order (the project's one reader)."""
     return mlperf_log_reader.records(log)

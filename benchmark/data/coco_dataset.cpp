@@ -22,9 +22,6 @@ std::string describe_annotation(const std::string& file, const eval::Annotation&
   return file + ": annotation id " + std::to_string(a.id) + " (image id " + std::to_string(a.image_id) + ")";
 }
 
-// Larger than any photograph a detector trains on (COCO's largest side is 640); an image
-// header that claims more is a damaged annotation file, refused before it reaches LibTorch.
-
 }  // namespace
 
 CocoDatasetOptions CocoDatasetOptions::coco(const std::string& root, const std::string& split, bool train) {

@@ -4,10 +4,10 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
@@ -72,6 +72,17 @@ void cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, size_t pixels, bool inverted
   }
 }
 
+// Refuses an empty image and one beyond kMaxImageSide, from its header: before any allocation.
+void check_size(ImageFormat format, int64_t width, int64_t height, const std::string& name) {
+  const char* f = format == ImageFormat::kJpeg ? "JPEG" : "PNG";
+  if (width <= 0 || height <= 0)
+    fail(name, std::string(f) + " header gives an empty image (" + std::to_string(width) + "x" +
+                   std::to_string(height) + ")");
+  if (width > kMaxImageSide || height > kMaxImageSide)
+    fail(name, std::string(f) + " image is " + std::to_string(width) + "x" + std::to_string(height) +
+                   " pixels, more than " + std::to_string(kMaxImageSide) + " a side");
+}
+
 Image decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name,
                   const DecodeOptions& options) {
   TjHandle tj(tjInitDecompress());
@@ -80,7 +91,7 @@ Image decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name,
   if (tjDecompressHeader3(tj.h, bytes.data(), static_cast<unsigned long>(bytes.size()), &width,
                           &height, &subsamp, &colorspace) != 0)
     fail(name, std::string("corrupt or truncated JPEG header (") + tjGetErrorStr2(tj.h) + ")");
-  if (width <= 0 || height <= 0) fail(name, "JPEG header gives an empty image");
+  check_size(ImageFormat::kJpeg, width, height, name);
 
   // Scaled decode: the smallest of 1/8, 1/4, 3/8, 1/2 that still covers the target.
   int out_w = width, out_h = height;
@@ -281,17 +292,6 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 namespace {
 
-ImageHeader checked(ImageHeader h, const std::string& name) {
-  const char* format = h.format == ImageFormat::kJpeg ? "JPEG" : "PNG";
-  if (h.width <= 0 || h.height <= 0)
-    fail(name, std::string(format) + " header gives an empty image (" + std::to_string(h.width) + "x" +
-                   std::to_string(h.height) + ")");
-  if (h.width > kMaxImageSide || h.height > kMaxImageSide)
-    fail(name, std::string(format) + " image is " + std::to_string(h.width) + "x" + std::to_string(h.height) +
-                   " pixels, more than " + std::to_string(kMaxImageSide) + " a side");
-  return h;
-}
-
 ImageHeader read_header(const std::vector<uint8_t>& bytes, const std::string& name) {
   ImageHeader h;
   if (is_jpeg(bytes)) {
@@ -325,14 +325,18 @@ ImageHeader read_header(const std::vector<uint8_t>& bytes, const std::string& na
 }  // namespace
 
 ImageHeader read_image_header(const std::vector<uint8_t>& bytes, const std::string& name) {
-  return checked(read_header(bytes, name), name);
+  const ImageHeader h = read_header(bytes, name);
+  check_size(h.format, h.width, h.height, name);
+  return h;
 }
 
 Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name,
                    const DecodeOptions& options) {
-  (void)read_image_header(bytes, name);  // refuses empty and oversized images before any allocation
   if (is_jpeg(bytes)) return decode_jpeg(bytes, name, options);
-  if (is_png(bytes)) return decode_png(bytes, name);
+  if (is_png(bytes)) {
+    (void)read_image_header(bytes, name);  // the IHDR size, checked before libpng allocates
+    return decode_png(bytes, name);
+  }
   fail(name, "not a JPEG or PNG file (unrecognised magic bytes)");
 }
 

@@ -27,7 +27,6 @@ c10::Device device_of(const SystemConfig& c, int local_rank) {
   return device;
 }
 
-
 void check_inputs(const SystemConfig& c) {
   const data::CocoLayout layout = coco_layout(c);
   const std::string hint = " (run_scripts/demo.sh generates the synthetic one)";

@@ -136,9 +136,10 @@ class TimedRun {
            comm::Communicator& comm, TimedRunOptions options);
 
   // Logs run_start, builds the data and the scorer, logs train_samples and eval_samples, and
-  // runs everything up to run_stop. Data with no training batch is a DataError. A non-finite loss or any other error after run_start ends
-  // the run with run_stop "aborted" and is rethrown; so does a stop signal (run/stop_signal.h),
-  // noticed after each training step and validation batch (StopRequested).
+  // runs everything up to run_stop. Data with no training batch or no validation image is a
+  // DataError. That, a non-finite loss or any other error after run_start ends the run with
+  // run_stop "aborted" and is rethrown; so does a stop signal (run/stop_signal.h), noticed after
+  // each training step and validation batch (StopRequested).
   RunResult run();
 
  private:

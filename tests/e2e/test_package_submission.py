@@ -26,8 +26,7 @@ def main():
     with env.scratch_dir("package") as tmp:
         tmp = pathlib.Path(tmp)
         data = tmp / "data"
-        assert env.run([env.mlperf_maskrcnn(), "synth", "--out", data, "--train", "24", "--val", "8", "--seed", "3",
-                        "--quiet"]).returncode == 0
+        env.synth_dataset(data, "--train", "24", "--val", "8", "--seed", "3")
         results = tmp / "results"
         extra = (f'--quiet --set run.data_dir="{data}" --set run.max_epochs=2 --set run.target_bbox=0 '
                  f'--set run.target_segm=0 --set data.loader_threads=1')

@@ -54,9 +54,7 @@ def main():
     with env.scratch_dir("run-and-time") as tmp:
         tmp = pathlib.Path(tmp)
         data = tmp / "data"
-        p = env.run([env.mlperf_maskrcnn(), "synth", "--out", data, "--train", "24", "--val", "8", "--seed", "3",
-                     "--quiet"])
-        assert p.returncode == 0, p.stderr
+        env.synth_dataset(data, "--train", "24", "--val", "8", "--seed", "3")
         extra = (f'--quiet --set run.data_dir="{data}" --set run.max_epochs=2 --set run.target_bbox=0 '
                  f'--set run.target_segm=0 --set data.loader_threads=1')
         p = launcher("cpu-dev", SEED="21", RESULT_INDEX="3", RESULTS_DIR=str(tmp / "results"), EXTRA_ARGS=extra)

@@ -28,7 +28,7 @@ def main():
     with env.scratch_dir("bad-input") as tmp:
         tmp = pathlib.Path(tmp)
         data = tmp / "data"
-        assert env.run([env.mlperf_maskrcnn(), "synth", "--out", data, "--train", "4", "--val", "2", "--quiet"]).returncode == 0
+        env.synth_dataset(data, "--train", "4", "--val", "2")
         out = tmp / "out"
         base = ["--system", SYSTEM, "--out", out, "--set", f'run.data_dir="{data}"']
         expect_refused("missing dataset", ["--system", SYSTEM, "--out", out, "--set", 'run.data_dir="/nonexistent/coco"'],
