@@ -6,6 +6,8 @@
 #include <exception>
 #include <string_view>
 
+#include "benchmark/analysis/audit_command.h"
+#include "benchmark/analysis/report_command.h"
 #include "eval/coco_eval_command.h"
 #include "logging/check_command.h"
 #include "logging/console.h"
@@ -26,6 +28,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"check", mrcnn::logging::check_main, "check MLPerf logs against the Mask R-CNN 3.1.0 compliance rules"},
     {"coco-eval", mrcnn::eval::coco_eval_main, "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
+    {"report", mrcnn::analysis::report_main, "compare systems from their results: score, RCP check, throughput, time, plots"},
+    {"audit", mrcnn::analysis::audit_main, "compare two runs: setup differences, first diverging step, verdict"},
 #if MRCNN_WITH_TORCH
     {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},
     {"eval", mrcnn::run::eval_main, "COCO metrics of trained weights on a dataset"},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything this project needs on a fresh Debian 12 machine, and nothing twice:
 #   1. Debian packages (compiler tools, ccache, OpenMPI, nlohmann/json, spdlog, GoogleTest,
-#      Google Benchmark, libjpeg-turbo, libpng) -- only the missing ones, via apt-get;
+#      Google Benchmark, libjpeg-turbo, libpng, Chromium for the report page's browser test) --
+#      only the missing ones, via apt-get;
 #   2. the project-local Python environment .venv/ with the pinned run_scripts/requirements.txt
 #      (torch provides the LibTorch C++ distribution the build links against).
 # Quick when already done: a stamp in .venv records the hash of the requirements it holds.
@@ -25,6 +26,7 @@ debs=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev
   python3-venv
+  chromium
 )
 if [[ "${MRCNN_SKIP_APT:-0}" != 1 ]]; then
   missing=()

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # One timed MLPerf run of a system, saved as an MLPerf result file:
 #   SYSTEM=aws-p3dn.24xlarge RESULT_INDEX=0 run_scripts/run_and_time.sh
-# writes results/<system>/maskrcnn/result_<RESULT_INDEX>.txt (the run's :::MLLOG log) and prints
-# one machine-readable line: RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
+# writes results/<system>/maskrcnn/result_<RESULT_INDEX>.txt (the run's :::MLLOG log), keeps the
+# whole run folder (config.json, fingerprint.json, metrics.jsonl, the log, the weights) as
+# results/<system>/maskrcnn/runs/result_<RESULT_INDEX>/ for `mlperf-maskrcnn report` and `audit`,
+# and prints one machine-readable line: RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
 # Multi-rank systems are started through mpirun with the launch settings of the system file
 # (`mlperf-maskrcnn launch` computes the command).
 # The exit status is the trainer's (0 targets reached, 3 not reached, 1 error, 2 bad input).
 # Environment: SEED (default: random), RESULT_INDEX (0), BUILD_DIR, RESULTS_DIR, EXTRA_ARGS
-# (more `train` arguments, e.g. "--set run.data_dir=\"/data/coco\""), DRY_RUN=1 (print the
-# launch command only).
+# (more `train` arguments, e.g. "--set run.data_dir=\"/data/coco\""), SYSTEM_FILE (default
+# systems/<SYSTEM>.json), DRY_RUN=1 (print the launch command only).
 set -euo pipefail
 
 : "${SYSTEM:?SYSTEM not set (the name of a systems/<name>.json)}"
@@ -19,7 +21,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 : "${BUILD_DIR:=$repo/build}"
 : "${RESULTS_DIR:=$repo/results}"
 : "${EXTRA_ARGS:=}"
-system_file="$repo/systems/$SYSTEM.json"
+system_file="${SYSTEM_FILE:-$repo/systems/$SYSTEM.json}"
 bin="$BUILD_DIR/benchmark/mlperf-maskrcnn"
 [[ -f "$system_file" ]] || { echo "run_and_time: no system file $system_file" >&2; exit 2; }
 [[ -x "$bin" ]] || { echo "run_and_time: $bin not built (run_scripts/bootstrap.sh, then cmake --build)" >&2; exit 2; }
@@ -53,8 +55,12 @@ if [[ -f "$log" ]]; then
   dest="$RESULTS_DIR/$SYSTEM/maskrcnn"
   mkdir -p "$dest"
   cp "$log" "$dest/result_$RESULT_INDEX.txt"
-  result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$log")
+  kept="$dest/runs/result_$RESULT_INDEX"   # the run folder, for report and audit
+  mkdir -p "$dest/runs"
+  rm -rf "$kept"
+  mv "$(dirname "$log")" "$kept"
+  result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$RESULT_INDEX.txt")
   echo "RESULT,MASKRCNN,$SEED,$result,mlperf-maskrcnn,$start_fmt"
-  echo "result file: $dest/result_$RESULT_INDEX.txt"
+  echo "result file: $dest/result_$RESULT_INDEX.txt (run folder: $kept)"
 fi
 exit $ret_code

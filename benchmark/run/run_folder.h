@@ -1,5 +1,6 @@
 // The folder of one run, <run.output_dir>/<UTC time>-seed<N>[-resumed]/, and what it holds:
 //   config.json        the resolved configuration (every value the run used; loads as a system file)
+//   fingerprint.json   the binary, libraries, host, threads, ranks and data checksums (run_fingerprint.h)
 //   mlperf_log.txt     the MLPerf log
 //   metrics.jsonl      per-step and per-epoch metrics
 //   checkpoints/       epoch_<N>.safetensors when run.checkpoint_every_epoch
@@ -20,6 +21,7 @@ struct RunFolder {
   std::filesystem::path checkpoints() const { return dir / "checkpoints"; }
   std::filesystem::path weights() const { return dir / "model.safetensors"; }
   std::filesystem::path config() const { return dir / "config.json"; }
+  std::filesystem::path fingerprint() const { return dir / "fingerprint.json"; }
 };
 
 // Names the run's folder; on the main rank (`create`) also creates it, writes config.json and

@@ -11,6 +11,7 @@
 #include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/run/observers.h"
 #include "benchmark/run/run_folder.h"
+#include "benchmark/run/run_fingerprint.h"
 #include "benchmark/run/stop_signal.h"
 #include "benchmark/train/checkpoint.h"
 #include "logging/console.h"
@@ -173,6 +174,13 @@ int train_main(int argc, char** argv) {
   logging::MLLogger mllog({.to_stdout = !in.quiet, .file_path = main_rank ? folder.log().string() : "",
                            .truncate_file = true, .rank = comm->rank()});
   log_init(mllog, in);
+  analysis::Json fingerprint;  // rank 0: what decides the run's numbers besides the seed, for `audit`
+  if (main_rank) {
+    fingerprint = run_fingerprint(cfg, comm->world_size());
+    analysis::write_fingerprint(fingerprint, folder.fingerprint().string());
+    mllog.log("run_fingerprint", analysis::fingerprint_summary(fingerprint),
+              logging::Json{{"file", folder.fingerprint().filename().string()}});
+  }
   const c10::Device device = device_of(cfg, comm->local_rank());
   model::MaskRCNN net = make_network(cfg, device);
   log_weights_initialization(mllog, initialized_tensor_names(cfg.model));
@@ -186,6 +194,10 @@ int train_main(int argc, char** argv) {
   mllog.log(key::kInitStop);
 
   const int status = run_timed(in, mllog, model, trainer, *comm, device, folder);
+  if (main_rank) {  // after run_stop: the data may be touched now
+    add_data_fingerprint(fingerprint, cfg, folder.log().string());
+    analysis::write_fingerprint(fingerprint, folder.fingerprint().string());
+  }
   if (status != 0 && status != 3) return status;
   if (main_rank) {  // after run_stop, outside the timed region: the trained weights, for eval and predict
     model::save_weights(*net, folder.weights().string(),

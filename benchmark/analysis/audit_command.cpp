@@ -1,0 +1,151 @@
+#include "benchmark/analysis/audit_command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "benchmark/analysis/audit.h"
+
+namespace mrcnn::analysis {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn audit RUN_A RUN_B [--tolerance REL] [--json FILE]
+       mlperf-maskrcnn audit --replay RUN [--replay-out DIR] [--tolerance REL] [--json FILE]
+
+Compares two runs as a reproducibility reviewer would. A run is a run folder (mlperf_log.txt with
+metrics.jsonl, fingerprint.json and config.json beside it) or a result file
+results/<system>/maskrcnn/result_N.txt (with its run folder runs/result_N/ when kept).
+
+First the setup: every difference in the fingerprints (binary, libraries, CPU and GPU, threads,
+ranks, data checksums), the resolved configurations and the seeds, each marked whether it changes
+results and what to expect. Then the values in run order: per-step losses, learning rate and
+gradient norm, then the per-epoch accuracies and the outcome. It prints "bit-identical ...",
+"identical up to step K, then diverges (first differing value ...)", or "differ in setup: ...".
+
+  --tolerance REL   values within this relative difference count as equal (across platforms)
+  --json FILE       the comparison as JSON too
+  --replay RUN      run RUN again from its own config.json (seed included) through `launch`, then
+                    audit the pair
+  --replay-out DIR  where the replay writes its run folder (default: a new folder under $TMPDIR)
+
+exit status: 0 identical (or equal within the tolerance), 1 diverges with the same setup (not
+reproducible), 3 differs and a setup difference explains it, 2 bad input (or the replay failed)
+)usage";
+
+struct Args {
+  std::vector<std::string> runs;
+  std::string replay, replay_out, json;
+  double tolerance = 0;
+};
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) bad(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--tolerance") {
+      const std::string v = value();
+      char* end = nullptr;
+      a.tolerance = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(a.tolerance >= 0) || a.tolerance >= 1)
+        bad("--tolerance " + v + ": expected a relative difference in [0, 1)");
+    } else if (s == "--json") {
+      a.json = value();
+    } else if (s == "--replay") {
+      a.replay = value();
+    } else if (s == "--replay-out") {
+      a.replay_out = value();
+    } else if (s.rfind("--", 0) == 0) {
+      bad("unknown option " + s + " (see --help)");
+    } else {
+      a.runs.push_back(s);
+    }
+  }
+  if (a.replay.empty() && a.runs.size() != 2) bad("expected two runs to compare, or --replay RUN (see --help)");
+  if (!a.replay.empty() && !a.runs.empty()) bad("--replay takes one run, no other run argument");
+  return a;
+}
+
+// Runs RUN's configuration again (`launch --system RUN/config.json -- --out DIR`); returns the new
+// run folder.
+std::string replay(const RunRecord& original, const std::string& out_arg) {
+  if (original.config_path.empty()) bad(original.name + ": no config.json to replay from");
+  std::string out = out_arg;
+  if (out.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mlperf-maskrcnn-replay-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) bad("cannot create a folder for the replay: " + std::string(std::strerror(errno)));
+    out = pattern;
+  }
+  std::error_code ec;
+  const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec) bad("cannot find the running executable: " + ec.message());
+  std::vector<std::string> args = {exe, "launch", "--system", original.config_path, "--",
+                                   "--out", out, "--quiet", "--no-progress"};
+  std::fprintf(stderr, "[audit] replaying %s into %s\n", original.name.c_str(), out.c_str());
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) bad("cannot start the replay: " + std::string(std::strerror(errno)));
+  if (pid == 0) {
+    std::vector<char*> cargs;
+    for (auto& s : args) cargs.push_back(s.data());
+    cargs.push_back(nullptr);
+    execv(exe.c_str(), cargs.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code != 0 && code != 3) bad("the replay of " + original.name + " failed (exit " + std::to_string(code) + ")");
+  const fs::path latest = fs::path(out) / "latest";
+  const fs::path dir = fs::canonical(latest, ec);
+  if (ec) bad("the replay left no run folder in " + out);
+  return dir.string();
+}
+
+}  // namespace
+
+int audit_main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return std::printf("%s", kUsage), 0;
+  try {
+    Args args = parse(argc, argv);
+    RunRecord a, b;
+    if (!args.replay.empty()) {
+      a = read_run(args.replay);
+      b = read_run(replay(a, args.replay_out));
+    } else {
+      a = read_run(args.runs[0]);
+      b = read_run(args.runs[1]);
+    }
+    const AuditResult result = audit_runs(a, b, {.tolerance = args.tolerance});
+    std::fputs(format_audit(a, b, result).c_str(), stdout);
+    if (!args.json.empty()) {
+      std::ofstream out(args.json);
+      out << audit_json(a, b, result).dump(2) << "\n";
+      if (!out) bad("cannot write " + args.json);
+    }
+    return result.exit_status();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mlperf-maskrcnn audit: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace mrcnn::analysis

@@ -1,0 +1,50 @@
+// The MLPerf reference convergence point (RCP) check for Mask R-CNN, training ruleset 3.1.0: the
+// verdict, message and normalization factor of the official `rcp_checker` (check_directory with
+// the pruned RCPs), computed from the reference epochs-to-converge of the 3.1.0 RCP file.
+//
+//   a submission's epochs: the epoch_num of each run's last eval_accuracy before a successful
+//   run_stop (a run that did not converge counts as 1e9; two such runs: "Insufficient convergence");
+//   its mean: the olympic mean (the fastest and the slowest dropped);
+//   an RCP's mean: the olympic mean of its reference runs; stdev: over all of them; its minimum
+//   acceptable mean: a binary search for the smallest mean that still passes a one-sided
+//   two-sample t-test at alpha 0.05; a batch size between two RCPs is interpolated linearly.
+//   Pass: submission mean >= the minimum acceptable mean; a pass faster than the RCP mean is
+//   normalized by RCP mean / submission mean (the result_summarizer's scaling.json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mrcnn::analysis {
+
+struct RcpRun {
+  bool converged = false;
+  double epochs = 0;          // epochs to converge (ignored when !converged)
+  int64_t global_batch_size = -1;  // -1: not logged
+};
+
+struct RcpStats {
+  int64_t global_batch_size = 0;
+  double mean = 0, stdev = 0, min_epochs = 0, max_speedup = 1;
+  bool interpolated = false;
+};
+
+struct RcpVerdict {
+  bool passed = false;
+  std::string message;        // the official checker's: "RCP found", "RCP Interpolation", ...
+  double norm_factor = 1;     // RCP mean / submission mean when that is > 1
+  double submission_mean = 0; // olympic mean of the submission's epochs
+  RcpStats rcp;               // the reference point used (if any)
+  bool has_rcp = false;
+};
+
+// The 3.1.0 reference points after the official pruning (batch sizes 8, 128 and 272).
+std::vector<RcpStats> pruned_rcps();
+
+RcpVerdict rcp_check(const std::vector<RcpRun>& runs);
+
+// Student's t distribution: P(T <= t) with `df` degrees of freedom.
+double student_t_cdf(double t, double df);
+
+}  // namespace mrcnn::analysis

@@ -1,0 +1,89 @@
+#include "benchmark/analysis/report_command.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "benchmark/analysis/report.h"
+
+namespace mrcnn::analysis {
+
+namespace {
+
+constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn report RESULTS_DIR... [--json FILE] [--html DIR] [--price [SYSTEM=]USD]
+
+Compares systems from their results: for each system under the folders given (a results tree as
+run_and_time.sh files it, results/<system>/maskrcnn/result_N.txt with runs/result_N/ kept beside
+them, or a submission folder <org>/ with results/ and systems/):
+  the score (the official result_summarizer's olympic mean of the runs' time to train, at most one
+  non-compliant run dropped), the RCP check of ruleset 3.1.0 (the official rcp_checker's verdict)
+  and the RCP-normalized score in the closed division, epochs to converge against the reference,
+  training images/s per accelerator, where the time went (initialisation, training, evaluation
+  inference, the wait for the last score, idle), and the cost of a result when priced.
+
+  --json FILE           the report as JSON
+  --html DIR            DIR/index.html with SVG plots (accuracy over time per run against the
+                        targets, score per system with every run, throughput per accelerator,
+                        where the time goes), viewable offline
+  --price [SYSTEM=]USD  price per node-hour (repeatable; without SYSTEM= for every system)
+  --systems DIR         where systems/<name>.json describe systems without kept run folders
+                        (default: systems)
+
+exit status: 0 report written, 2 bad input (nothing found, unreadable results)
+)usage";
+
+[[noreturn]] void bad(const std::string& what) { throw ReportError(what); }
+
+double parse_price(const std::string& text, const std::string& arg) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v >= 0) || v > 1e9) bad("--price " + arg + ": expected a price >= 0 in USD per node-hour");
+  return v;
+}
+
+}  // namespace
+
+int report_main(int argc, char** argv) {
+  std::vector<std::string> paths;
+  std::string json, html;
+  ReportOptions options;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string s = argv[i];
+      if (s == "--help" || s == "-h") return std::printf("%s", kUsage), 0;
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) bad(s + " needs a value");
+        return argv[++i];
+      };
+      if (s == "--json") json = value();
+      else if (s == "--html") html = value();
+      else if (s == "--systems") options.systems_dir = value();
+      else if (s == "--price") {
+        const std::string v = value();
+        const auto eq = v.find('=');
+        if (eq == std::string::npos) options.price_per_node_hour[""] = parse_price(v, v);
+        else options.price_per_node_hour[v.substr(0, eq)] = parse_price(v.substr(eq + 1), v);
+      } else if (s.rfind("--", 0) == 0) bad("unknown option " + s + " (see --help)");
+      else paths.push_back(s);
+    }
+    if (paths.empty()) bad("expected at least one results folder (see --help)");
+    const std::vector<SystemReport> systems = build_report(paths, options);
+    std::fputs(format_report_table(systems).c_str(), stdout);
+    if (!json.empty()) {
+      std::ofstream out(json);
+      out << report_json(systems).dump(2) << "\n";
+      if (!out) bad("cannot write " + json);
+      std::printf("\nJSON: %s\n", json.c_str());
+    }
+    if (!html.empty()) std::printf("HTML: %s\n", write_report_html(systems, html).c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mlperf-maskrcnn report: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace mrcnn::analysis

@@ -1,0 +1,15 @@
+// SHA-256 (FIPS 180-4) of bytes and of files: the checksums a run's fingerprint records, the same
+// hex digests `sha256sum` prints, so an auditor can check a binary or a dataset by hand.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace mrcnn::analysis {
+
+std::string sha256_hex(std::string_view bytes);
+
+// Reads the file in blocks; throws std::runtime_error naming the file when it cannot be read.
+std::string sha256_file(const std::string& path);
+
+}  // namespace mrcnn::analysis

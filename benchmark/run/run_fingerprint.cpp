@@ -1,0 +1,84 @@
+#include "benchmark/run/run_fingerprint.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/headeronly/version.h>
+
+#include "benchmark/analysis/run_record.h"
+#include "benchmark/comm/communicator.h"
+#include "benchmark/data/coco_layout.h"
+
+namespace mrcnn::run {
+
+using analysis::Json;
+
+namespace {
+
+std::string cuda_version(long v) {  // 13000 -> "13.0"; 0 -> ""
+  return v > 0 ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : "";
+}
+
+std::string cudnn_version(long v) {  // 91000 -> "9.10.0"
+  return v > 0 ? std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100) : "";
+}
+
+}  // namespace
+
+Json run_fingerprint(const config::SystemConfig& c, int world_size) {
+  const auto& cuda = at::detail::getCUDAHooks();
+  const bool has_cuda = cuda.hasCUDA();
+  Json fp{{"format", analysis::kFingerprintFormat},
+          {"config_sha256", analysis::config_sha256(c.resolved)},
+          {"seed", c.run.seed},
+          {"binary", analysis::binary_fingerprint()},
+          {"libraries", {{"libtorch", TORCH_VERSION},
+                         {"aten_cpu_capability", at::get_cpu_capability()},
+                         {"mkldnn", at::get_mkldnn_version()},
+                         {"openmp", at::get_openmp_version()},
+                         {"cuda_runtime", has_cuda ? cuda_version(cuda.versionCUDART()) : ""},
+                         {"cudnn", has_cuda ? cudnn_version(cuda.versionCuDNN()) : ""},
+                         {"communicators", comm::available_backends()}}},
+          {"host", analysis::host_fingerprint()},
+          {"threads", {{"intra_op", at::get_num_threads()},
+                       {"inter_op", at::get_num_interop_threads()},
+                       {"loader", c.data.loader_threads},
+                       {"eval", c.run.eval_threads}}},
+          {"ranks", {{"world_size", world_size},
+                     {"nodes", c.launch.nodes},
+                     {"ranks_per_node", c.launch.ranks_per_node},
+                     {"communicator", c.launch.communicator},
+                     {"device", c.run.device}}},
+          {"settings", {{"deterministic", c.run.deterministic},
+                        {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()},
+                        {"precision", c.resolved["run"].value("precision", "")},
+                        {"channels_last", c.run.channels_last}}},
+          {"data", nullptr}};
+  return fp;
+}
+
+void add_data_fingerprint(Json& fp, const config::SystemConfig& c, const std::string& log_path) {
+  const data::CocoLayout layout{c.run.data_dir};
+  auto file = [](const std::filesystem::path& p) -> Json {
+    try {
+      return analysis::file_fingerprint(p.string());
+    } catch (const std::exception& e) {
+      return Json{{"path", p.string()}, {"error", e.what()}};
+    }
+  };
+  Json data{{"dir", c.run.data_dir},
+            {"train_annotations", file(layout.annotation_file(c.data.train_split))},
+            {"val_annotations", file(layout.annotation_file(c.data.val_split))},
+            {"train_images", nullptr},
+            {"val_images", nullptr}};
+  try {
+    const analysis::RunRecord logged = analysis::read_run(log_path);
+    if (logged.train_samples) data["train_images"] = *logged.train_samples;
+    if (logged.eval_samples) data["val_images"] = *logged.eval_samples;
+  } catch (const std::exception&) {  // no log to read back: the counts stay null
+  }
+  fp["data"] = std::move(data);
+}
+
+}  // namespace mrcnn::run

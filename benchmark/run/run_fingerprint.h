@@ -1,0 +1,22 @@
+// The training command's part of a run's fingerprint (benchmark/analysis/fingerprint.h): the
+// LibTorch, CUDA, cuDNN and communicator versions, the kernels LibTorch chose for this CPU, the
+// thread counts, the rank layout, and, after run_stop, the data's checksums.
+#pragma once
+
+#include <string>
+
+#include "benchmark/analysis/fingerprint.h"
+#include "benchmark/config/system_config.h"
+
+namespace mrcnn::run {
+
+// Everything but the data: written into the run folder before run_start.
+analysis::Json run_fingerprint(const config::SystemConfig& config, int world_size);
+
+// Adds "data": the annotation files' sizes and SHA-256, the image counts the run logged
+// (train_samples and eval_samples, read back from its MLPerf log `log_path`). Called
+// after run_stop (hashing the files is touching the data, which the MLPerf clock forbids before
+// run_start). Files that cannot be read are recorded with their error, never thrown.
+void add_data_fingerprint(analysis::Json& fingerprint, const config::SystemConfig& config, const std::string& log_path);
+
+}  // namespace mrcnn::run
