@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -186,6 +187,26 @@ SystemReport report_system(const fs::path& folder, const ReportOptions& options)
     s.mean_time.scoring_total += r.time.scoring_total / static_cast<double>(s.runs.size());
   }
   s.rcp = rcp_check(rcp_runs);
+  // Per-stage profile: the mean of every profiled run's per-step milliseconds, stage by stage.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int, double>> ms;  // stage -> depth, sum of per-step ms
+  double step_ms = 0;
+  for (const RunSummary& r : s.runs) {
+    const Json& p = r.run.profile;
+    if (!p.is_object() || !p.contains("stages") || !p["stages"].is_array()) continue;
+    ++s.profiled_runs;
+    step_ms += p.value("step_ms", 0.0);
+    for (const Json& st : p["stages"]) {
+      const std::string name = st.value("stage", "");
+      if (!ms.contains(name)) order.push_back(name), ms[name].first = st.value("depth", 0);
+      ms[name].second += st.value("per_step_ms", 0.0);
+    }
+  }
+  for (const std::string& name : order) {
+    const double per_step = ms[name].second / s.profiled_runs;
+    s.stages.push_back({{"stage", name}, {"depth", ms[name].first}, {"per_step_ms", per_step},
+                        {"share", step_ms > 0 ? per_step / (step_ms / s.profiled_runs) : 0.0}});
+  }
   if (s.division == "closed" && s.rcp.passed && olympic) s.rcp_normalized_minutes = *olympic * s.rcp.norm_factor;
   if (!epochs.empty()) {
     double sum = 0;
@@ -272,6 +293,14 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
                   "| idle %.2f   (COCO scoring %.2f, overlapped)\n",
                   t.init, t.training, t.eval_inference, t.final_scoring_wait, t.idle, t.scoring_total);
     o << line;
+    if (s.profiled_runs > 0) {
+      o << "  per-stage time of a training step (train --profile, mean of " << s.profiled_runs << " run(s)):\n";
+      for (const Json& st : s.stages) {
+        std::snprintf(line, sizeof line, "    %*s%-16s %9.2f ms %6.1f %%\n", 2 * st["depth"].get<int>(), "",
+                      st["stage"].get<std::string>().c_str(), st["per_step_ms"].get<double>(), 100 * st["share"].get<double>());
+        o << line;
+      }
+    }
     for (const RunSummary& r : s.runs) {
       std::snprintf(line, sizeof line, "  %-14s %-8s %10s min  epochs %-6s  %10s img/s  %s\n",
                     fs::path(r.file).filename().c_str(), r.run.status.empty() ? "-" : r.run.status.c_str(),
@@ -314,7 +343,8 @@ Json report_json(const std::vector<SystemReport>& systems) {
          {"mean_epochs_to_converge", opt_json(s.mean_epochs_to_converge)},
          {"images_per_s_per_accelerator", opt_json(s.images_per_s_per_accelerator)},
          {"mean_time", time_json(s.mean_time)}, {"price_per_node_hour", opt_json(s.price_per_node_hour)},
-         {"cost_per_result", opt_json(s.cost_per_result)}, {"runs", runs}});
+         {"cost_per_result", opt_json(s.cost_per_result)}, {"profiled_runs", s.profiled_runs},
+         {"stages", s.stages}, {"runs", runs}});
   }
   return out;
 }

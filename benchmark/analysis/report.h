@@ -13,6 +13,7 @@
 //     evaluation inference (eval_start until training resumes), the wait for the last score (the
 //     last epoch's scoring, not overlapped by training), and idle (the rest of run_start to
 //     run_stop); the asynchronous scoring overlapped with training is shown beside them;
+//   - the per-stage time of a training step when runs were profiled (train --profile);
 //   - the cost of one time-to-train when a price per node-hour is given.
 #pragma once
 
@@ -64,6 +65,10 @@ struct SystemReport {
   std::optional<double> mean_epochs_to_converge;
   std::optional<double> images_per_s_per_accelerator;  // median over the runs
   TimeBreakdown mean_time;                              // mean over the runs
+  // Per-stage milliseconds per step from the runs' profile.json (`train --profile`), averaged over
+  // the runs that have one: [{"stage", "depth", "per_step_ms", "share"}]; empty when none has.
+  Json stages = Json::array();
+  int profiled_runs = 0;
   std::optional<double> price_per_node_hour, cost_per_result;
 };
 

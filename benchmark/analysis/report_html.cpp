@@ -1,6 +1,8 @@
 // The report's HTML page: one table per comparison, the plots as SVG files beside it, no script
 // and nothing fetched from elsewhere (it is read offline, attached to reviews). Every number in a
 // table cell carries data-system and data-field naming its report JSON field.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -115,6 +117,20 @@ std::string write_report_html(const std::vector<SystemReport>& systems, const st
       << cell(s, "mean_time.scoring_total_s", t.scoring_total, "%.3f") << "</tr>\n";
   }
   o << "</table>\n<img src=\"time.svg\" alt=\"where the time goes\">\n";
+  if (std::any_of(systems.begin(), systems.end(), [](const SystemReport& s) { return s.profiled_runs > 0; })) {
+    o << "<h2>Per-stage time of a training step (train --profile)</h2>\n<table id=\"stages\"><tr><th>system</th>"
+      << "<th>stage</th><th>ms per step</th><th>share of the step</th></tr>\n";
+    for (const SystemReport& s : systems)
+      for (size_t k = 0; k < s.stages.size(); ++k) {
+        const Json& st = s.stages[k];
+        const std::string field = "stages." + std::to_string(k);
+        o << "<tr><td>" << svg::escape(s.name) << "</td><td style=\"padding-left:" << 8 + 16 * st["depth"].get<int>()
+          << "px\">" << svg::escape(st["stage"].get<std::string>()) << "</td>"
+          << cell(s, (field + ".per_step_ms").c_str(), st["per_step_ms"].get<double>(), "%.2f")
+          << cell(s, (field + ".share").c_str(), st["share"].get<double>(), "%.4f") << "</tr>\n";
+      }
+    o << "</table>\n";
+  }
   for (size_t i = 0; i < systems.size(); ++i) {
     const SystemReport& s = systems[i];
     o << "<h2>" << svg::escape(s.name) << "</h2>\n<p>" << svg::escape(s.folder) << "; " << s.accelerators << " "

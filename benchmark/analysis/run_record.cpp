@@ -183,11 +183,13 @@ RunRecord read_run(const std::string& path) {
     if (fs::is_regular_file(folder / "metrics.jsonl", ec)) r.metrics_path = (folder / "metrics.jsonl").string();
     if (fs::is_regular_file(folder / "fingerprint.json", ec)) r.fingerprint_path = (folder / "fingerprint.json").string();
     if (fs::is_regular_file(folder / "config.json", ec)) r.config_path = (folder / "config.json").string();
+    if (fs::is_regular_file(folder / "profile.json", ec)) r.profile_path = (folder / "profile.json").string();
   }
   read_log(r);
   if (!r.metrics_path.empty()) read_metrics(r);
   if (!r.fingerprint_path.empty()) r.fingerprint = read_json(r.fingerprint_path);
   if (!r.config_path.empty()) r.config = read_json(r.config_path);
+  if (!r.profile_path.empty()) r.profile = read_json(r.profile_path);
   return r;
 }
 

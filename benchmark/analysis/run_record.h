@@ -1,6 +1,7 @@
 // One finished (or stopped) run as `audit` and `report` see it, read from what the run left:
 //
-//   a run folder       mlperf_log.txt, and when present metrics.jsonl, fingerprint.json, config.json
+//   a run folder       mlperf_log.txt, and when present metrics.jsonl, fingerprint.json, config.json,
+//                      profile.json
 //   a result file      results/<system>/maskrcnn/result_N.txt; its run folder, when
 //                      run_and_time.sh kept one, is runs/result_N/ beside it
 //
@@ -45,7 +46,7 @@ struct StepRecord {
 
 struct RunRecord {
   std::string name;  // the path the user gave
-  std::string log_path, metrics_path, fingerprint_path, config_path;  // "" when absent
+  std::string log_path, metrics_path, fingerprint_path, config_path, profile_path;  // "" when absent
 
   // From the MLPerf log.
   std::optional<double> init_start_ms, init_stop_ms, run_start_ms, run_stop_ms;
@@ -56,10 +57,12 @@ struct RunRecord {
   std::vector<EpochRecord> epochs;              // in epoch order
   int64_t unreadable_log_lines = 0;
 
-  // From metrics.jsonl, fingerprint.json and config.json (empty / null when absent).
+  // From metrics.jsonl, fingerprint.json, config.json and profile.json (`train --profile`; empty /
+  // null when absent).
   std::vector<StepRecord> steps;
   Json fingerprint;
   Json config;
+  Json profile;
 
   bool success() const { return status == "success"; }
   // run_stop - run_start in seconds, when both were logged.

@@ -10,6 +10,7 @@
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/run/observers.h"
+#include "benchmark/run/profile_window.h"
 #include "benchmark/run/run_folder.h"
 #include "benchmark/run/run_fingerprint.h"
 #include "benchmark/run/stop_signal.h"
@@ -39,6 +40,8 @@ options:
   --quiet           no :::MLLOG lines on stdout (the log file is still written)
   --no-progress     no progress bars
   --log-level L     trace | debug | info | warn | error
+  --profile N[@K]   LibTorch's profiler over N steps from step K (default 5): profile_trace.json
+                    (Chrome/Perfetto) and profile.json (per-stage table) in the run folder
 
 SIGTERM or SIGINT stops the run after the current step or validation batch (run_stop "aborted",
 checkpoints kept); a second signal exits at once.
@@ -56,10 +59,11 @@ struct TrainInputs {
   std::unique_ptr<train::Checkpoint> resume;
   bool quiet = false, progress = true;
   logging::Level level = logging::Level::kInfo;
+  ProfileRequest profile;
 };
 
 TrainInputs read_inputs(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"--seed", "--out", "--resume", "--log-level"},
+  CommandLine cl(argc, argv, {"--seed", "--out", "--resume", "--log-level", "--profile"},
                  {"--deterministic", "--quiet", "--no-progress"});
   if (cl.has("--seed")) cl.add_override("run.seed=" + cl.value("--seed"));
   if (cl.has("--out")) cl.add_override("run.output_dir=\"" + cl.value("--out") + "\"");
@@ -70,6 +74,7 @@ TrainInputs read_inputs(int argc, char** argv) {
                  .quiet = cl.flag("--quiet"),
                  .progress = !cl.flag("--no-progress"),
                  .level = logging::parse_level(cl.value("--log-level", "info"))};
+  if (cl.has("--profile")) in.profile = parse_profile_request(cl.value("--profile"));
   check_inputs(in.config);
   require_writable_folder(in.config.run.output_dir, in.config.source("run.output_dir") + ": run.output_dir");
   if (!in.resume_path.empty()) {
@@ -111,6 +116,7 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
   std::unique_ptr<MetricsFile> metrics;
   ProgressDisplay progress;
   std::unique_ptr<CheckpointWriter> checkpoints;
+  std::unique_ptr<ProfileWindow> profile;
   TimedRunOptions opts{.first_epoch = in.resume ? in.resume->epoch + 1 : 1, .max_epochs = cfg.run.max_epochs,
                        .target_bbox = cfg.run.target_bbox, .target_segm = cfg.run.target_segm,
                        .async_eval = cfg.run.async_eval};
@@ -123,10 +129,16 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
                                                        static_cast<uint64_t>(cfg.run.seed), resume_fingerprint(cfg));
       opts.observers.push_back(checkpoints.get());
     }
+    if (in.profile.steps > 0) {
+      profile = std::make_unique<ProfileWindow>(in.profile, folder.dir.string());
+      opts.observers.push_back(profile.get());
+    }
   }
   TimedRun timed(mllog, model, trainer, coco_run_parts(cfg, comm, device, in.progress && comm.is_main()), comm, opts);
   try {
-    return timed.run().success ? 0 : 3;
+    const bool success = timed.run().success;
+    if (profile) profile->finish();  // the run ended inside the window: what was captured
+    return success ? 0 : 3;
   } catch (const StopRequested& e) {
     logging::error(logging::strprintf("%s after %lld steps: run_stop aborted, MLPerf log %s", e.what(),
                                       static_cast<long long>(trainer.global_step()), folder.log().c_str()));

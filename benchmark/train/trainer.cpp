@@ -1,5 +1,7 @@
 #include "benchmark/train/trainer.h"
 
+#include <ATen/record_function.h>
+
 #include <cmath>
 
 #include "model/seeding.h"
@@ -19,7 +21,11 @@ Trainer::Trainer(TrainableModel& model, TrainerOptions options, comm::Communicat
   if (sgd_.parameters().empty()) throw std::invalid_argument("the model has no trainable parameters");
 }
 
+// Each part of a step is a named scope for profiles (`train --profile`): mrcnn::train_step holds
+// mrcnn::forward (the model's own stages inside), mrcnn::backward, mrcnn::allreduce and
+// mrcnn::optimizer (unscale, clip, SGD).
 StepResult Trainer::step(const model::Batch& batch) {
+  RECORD_FUNCTION("mrcnn::train_step", std::vector<c10::IValue>());
   StepResult r;
   r.step = step_;
   r.lr = schedule_.lr(step_);
@@ -28,7 +34,10 @@ StepResult Trainer::step(const model::Batch& batch) {
   model_.set_training(true);
   model_.set_step_seed(seeding::step_seed(options_.seed, comm_.rank(), step_));
   sgd_.zero_grad();
-  const auto losses = model_.losses(batch);
+  const auto losses = [&] {
+    RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());
+    return model_.losses(batch);
+  }();
   if (losses.empty()) throw std::runtime_error("the model returned no losses");
   at::Tensor total;
   for (const auto& [name, value] : losses) {
@@ -57,10 +66,14 @@ StepResult Trainer::step(const model::Batch& batch) {
     throw NonFiniteLoss(step_, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
   }
 
-  scaler_.scale_loss(total).backward();
+  {
+    RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
+    scaler_.scale_loss(total).backward();
+  }
 
   const auto& params = sgd_.parameters();
   if (comm_.world_size() > 1) {
+    RECORD_FUNCTION("mrcnn::allreduce", std::vector<c10::IValue>());
     std::vector<at::Tensor> grads;
     // Every parameter takes part (a zero gradient where this rank's batch did not reach it), so
     // all ranks reduce the same buckets in the same order.
@@ -71,15 +84,18 @@ StepResult Trainer::step(const model::Batch& batch) {
     }
     comm_.allreduce_mean(grads);
   }
-  const bool finite = scaler_.unscale_and_check(params);
-  if (finite && options_.gradient_clip_norm > 0) r.grad_norm = clip_grad_norm(params, options_.gradient_clip_norm);
-  scaler_.update(!finite);
-  if (finite) {
-    sgd_.step(r.lr);
-  } else {
-    r.skipped = true;
-    if (!scaler_.enabled())  // without loss scaling there is nothing to back off: a real divergence
-      throw NonFiniteLoss(step_, "a non-finite gradient");
+  {
+    RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
+    const bool finite = scaler_.unscale_and_check(params);
+    if (finite && options_.gradient_clip_norm > 0) r.grad_norm = clip_grad_norm(params, options_.gradient_clip_norm);
+    scaler_.update(!finite);
+    if (finite) {
+      sgd_.step(r.lr);
+    } else {
+      r.skipped = true;
+      if (!scaler_.enabled())  // without loss scaling there is nothing to back off: a real divergence
+        throw NonFiniteLoss(step_, "a non-finite gradient");
+    }
   }
   ++step_;
   return r;

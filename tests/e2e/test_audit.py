@@ -21,7 +21,8 @@ import mrcnn_testenv as env
 
 
 def train(data, out, *extra):
-    p = env.run([env.mlperf_maskrcnn(), "train", "--quiet", "--no-progress", "--deterministic", "--out", out,
+    p = env.run([env.mlperf_maskrcnn(), "train", "--system", env.SOURCE_DIR / "systems" / "cpu-dev.json",
+                 "--quiet", "--no-progress", "--deterministic", "--out", out,
                  "--set", f'run.data_dir="{data}"', "--set", "run.max_epochs=2", "--set", "run.target_bbox=0",
                  "--set", "run.target_segm=0", "--set", "data.loader_threads=1", *extra], timeout=600)
     assert p.returncode in (0, 3), p.stderr[-3000:]  # 3: the targets not reached, as some runs here mean

@@ -7,6 +7,8 @@ the logs and keeps the run folders. Then:
      on the same runs laid out as a submission, and the RCP verdict and message equal the official
      rcp_checker's; the time breakdown adds up to the runs' time to train.
   2. `report` on the submission folder gives the same scores (systems/<name>.json read there).
+  The first run of one system is profiled (train --profile): its Chrome trace and per-stage table
+  are kept and the report shows the table.
   3. The HTML page in headless Chromium: it renders, every image loads, and every number in its
      tables equals the JSON report's value.
   4. Bad input: a folder without results, a missing folder, a bad --price: exit 2, one clear line.
@@ -36,6 +38,8 @@ def make_results(tmp):
         for i in range(5):
             extra = (f'--quiet --set run.data_dir="{data}" --set run.max_epochs=5 --set run.target_bbox=0.01 '
                      f'--set run.target_segm=0.01 --set data.loader_threads=1')
+            if name == "cpu-dev-2t" and i == 0:
+                extra += " --profile 4@3"  # a profiled run: its per-stage table reaches the report
             e = dict(os.environ, SYSTEM=name, SYSTEM_FILE=str(file), BUILD_DIR=str(env.BUILD_DIR), SEED=str(i + 1),
                      RESULT_INDEX=str(i), RESULTS_DIR=str(tmp / "results"), EXTRA_ARGS=extra)
             p = env.run(["bash", SCRIPT], env=e, timeout=600)
@@ -112,7 +116,7 @@ window.addEventListener('load', () => {
     for c in got["cells"]:
         value = systems[c["system"]]
         for part in c["field"].split("."):
-            value = value[part]
+            value = value[int(part)] if isinstance(value, list) else value[part]
         if value is None:
             assert c["text"] == "-", c
             continue
@@ -153,6 +157,21 @@ def main():
                   f"{'pass' if passed else 'fail'} '{msg}' = rcp_checker's; "
                   f"{s['images_per_s_per_accelerator']:.1f} img/s per host processor")
         assert got["cpu-dev-2t"]["cost_per_result"] == got["cpu-dev-2t"]["score_minutes"] / 60 * 3.5
+        # the profiled run: a Chrome trace, the per-stage table, and the table in the report
+        kept = results / "cpu-dev-2t" / "maskrcnn" / "runs" / "result_0"
+        trace = json.loads((kept / "profile_trace.json").read_text())
+        assert any(e.get("name") == "mrcnn::backward" for e in trace["traceEvents"]), "no mrcnn::backward in the trace"
+        profile = json.loads((kept / "profile.json").read_text())
+        assert profile["steps"] == 4 and profile["first_step"] == 3, profile
+        stages = {st["stage"]: st for st in got["cpu-dev-2t"]["stages"]}
+        assert got["cpu-dev-2t"]["profiled_runs"] == 1 and got["cpu-dev-1t"]["profiled_runs"] == 0
+        for name in ("data_wait", "train_step", "forward", "backbone", "rpn", "roi_box", "roi_mask", "backward", "optimizer"):
+            assert name in stages and stages[name]["per_step_ms"] > 0, (name, stages.keys())
+        inner = sum(stages[n]["per_step_ms"] for n in ("forward", "backward", "optimizer"))
+        assert inner <= stages["train_step"]["per_step_ms"] * 1.001, (inner, stages["train_step"])
+        assert "per-stage time of a training step" in table, table
+        print(f"profile: {len(stages)} stages; forward {stages['forward']['per_step_ms']:.1f} ms, backward "
+              f"{stages['backward']['per_step_ms']:.1f} ms of a {stages['train_step']['per_step_ms']:.1f} ms step")
         assert got["cpu-dev-1t"]["cost_per_result"] is None
         assert "cpu-dev-2t" in table and "score (min)" in table, table
 
