@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +25,9 @@ constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn audit RUN_A RUN_B 
 
 Compares two runs as a reproducibility reviewer would. A run is a run folder (mlperf_log.txt with
 metrics.jsonl, fingerprint.json and config.json beside it) or a result file
-results/<system>/maskrcnn/result_N.txt (with its run folder runs/result_N/ when kept).
+results/<system>/maskrcnn/result_N.txt (with its run folder runs/result_N/ when kept). Two results
+folders (results/<system>/maskrcnn, or results/<system>) are compared result by result: result_N
+with result_N, and the exit status is the worst pair's.
 
 First the setup: every difference in the fingerprints (binary, libraries, CPU and GPU, threads,
 ranks, data checksums), the resolved configurations and the seeds, each marked whether it changes
@@ -33,7 +36,7 @@ gradient norm, then the per-epoch accuracies and the outcome. It prints "bit-ide
 "identical up to step K, then diverges (first differing value ...)", or "differ in setup: ...".
 
   --tolerance REL   values within this relative difference count as equal (across platforms)
-  --json FILE       the comparison as JSON too
+  --json FILE       the comparison as JSON too (a list, one per pair, for two results folders)
   --replay RUN      run RUN again from its own config.json (seed included) through `launch`, then
                     audit the pair
   --replay-out DIR  where the replay writes its run folder (default: a new folder under $TMPDIR)
@@ -119,6 +122,53 @@ std::string replay(const RunRecord& original, const std::string& out_arg) {
   return dir.string();
 }
 
+// The result files of a results folder (<system>/maskrcnn or <system>), sorted; empty when `path`
+// is not one (a run folder, a file).
+std::vector<fs::path> result_files_of(const std::string& path) {
+  std::error_code ec;
+  fs::path dir(path);
+  if (!fs::is_directory(dir, ec) || fs::exists(dir / "mlperf_log.txt", ec)) return {};
+  if (fs::is_directory(dir / "maskrcnn", ec)) dir /= "maskrcnn";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("result_", 0) == 0 && name.size() > 11 && name.ends_with(".txt")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Severity for a folder of pairs: not reproducible (1) over explained (3) over identical (0).
+int worse(int a, int b) {
+  auto rank = [](int s) { return s == 1 ? 2 : s == 3 ? 1 : 0; };
+  return rank(b) > rank(a) ? b : a;
+}
+
+int audit_folders(const std::vector<fs::path>& fa, const std::vector<fs::path>& fb, const Args& args) {
+  int status = 0, pairs = 0;
+  Json all = Json::array();
+  std::string summary;
+  for (const fs::path& a_file : fa) {
+    const auto match = std::find_if(fb.begin(), fb.end(), [&](const fs::path& f) { return f.filename() == a_file.filename(); });
+    if (match == fb.end()) continue;
+    const RunRecord a = read_run(a_file.string()), b = read_run(match->string());
+    const AuditResult r = audit_runs(a, b, {.tolerance = args.tolerance});
+    std::fputs((format_audit(a, b, r) + "\n").c_str(), stdout);
+    summary += "  " + a_file.filename().string() + ": " + r.headline + "\n";
+    all.push_back(audit_json(a, b, r));
+    status = worse(status, r.exit_status());
+    ++pairs;
+  }
+  if (pairs == 0) bad("no result_N.txt in both folders to compare");
+  std::printf("%d pairs:\n%s", pairs, summary.c_str());
+  if (!args.json.empty()) {
+    std::ofstream out(args.json);
+    out << all.dump(2) << "\n";
+    if (!out) bad("cannot write " + args.json);
+  }
+  return status;
+}
+
 }  // namespace
 
 int audit_main(int argc, char** argv) {
@@ -126,6 +176,10 @@ int audit_main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return std::printf("%s", kUsage), 0;
   try {
     Args args = parse(argc, argv);
+    if (args.replay.empty()) {
+      const auto fa = result_files_of(args.runs[0]), fb = result_files_of(args.runs[1]);
+      if (!fa.empty() && !fb.empty()) return audit_folders(fa, fb, args);
+    }
     RunRecord a, b;
     if (!args.replay.empty()) {
       a = read_run(args.replay);

@@ -181,6 +181,14 @@ def main():
             assert sub[name]["score_minutes"] == got[name]["score_minutes"], name
             assert sub[name]["accelerators"] == 1, sub[name]
 
+        # audit of two results folders: result_N against result_N, the same seeds on 2 and 1 threads
+        p = env.run([env.mlperf_maskrcnn(), "audit", results / "cpu-dev-2t", results / "cpu-dev-1t"])
+        assert p.returncode == 3 and "5 pairs:" in p.stdout, (p.returncode, p.stdout[-2000:], p.stderr)
+        assert p.stdout.count("differ in setup: threads.intra_op 2 vs 1") >= 5, p.stdout[-3000:]
+        p = env.run([env.mlperf_maskrcnn(), "audit", results / "cpu-dev-1t" / "maskrcnn", results / "cpu-dev-1t"])
+        assert p.returncode == 0 and p.stdout.count("bit-identical") == 10, p.stdout[-2000:]
+        print("audit of two results folders: 5 pairs, each explained by the intra-op threads (exit 3)")
+
         # 3. the page in a real browser
         page = tmp / "html" / "index.html"
         assert page.is_file() and len(list(page.parent.glob("*.svg"))) == 3 + len(SYSTEMS)
