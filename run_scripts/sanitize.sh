@@ -5,7 +5,7 @@
 #   run_scripts/sanitize.sh ubsan [--core] [CTEST ARGS...]  UBSan alone, every test
 #   run_scripts/sanitize.sh tsan [--core] [CTEST ARGS...]   ThreadSanitizer, the threaded parts: the
 #                                      data loader, the asynchronous evaluator, the logger, the
-#                                      communicator, the timed run
+#                                      communicator (2 MPI ranks), the timed run, stop signals
 #
 # --core builds without LibTorch: eval/, logging/, the image codec and the replays of their fuzz
 # corpora (a few minutes; CI runs `asan --core`). Without it the model, the data pipeline and the
@@ -51,7 +51,7 @@ echo "[sanitize] $mode$suffix build took $(( $(date +%s) - start )) s"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:alloc_dealloc_mismatch=0:strict_string_checks=1:detect_stack_use_after_return=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$repo/run_scripts/tsan.supp}"
 export MRCNN_SANITIZER="$mode"   # tests that time things or need many threads may relax under it
 args=("$@")
 if [[ $mode == asan && ${#args[@]} -eq 0 ]]; then
@@ -62,7 +62,7 @@ if [[ $mode == asan && ${#args[@]} -eq 0 ]]; then
 fi
 if [[ $mode == tsan ]]; then
   export OMP_NUM_THREADS=1
-  [[ ${#args[@]} -eq 0 ]] && args=(-R 'Loader|AsyncEvaluator|Async|MLLog|MLLogger|Console|Progress|Communicator|TimedRun|Parallel|CocoEval\.|ThreadPool|Signal')
+  [[ ${#args[@]} -eq 0 ]] && args=(-R 'Loader|AsyncEvaluator|Async|MLLog|MLLogger|Console|Progress|Communicator|TimedRun|Parallel|CocoEval\.|ThreadPool|Signal|test_train_signals|test_train_mpi')
 fi
 ctest --test-dir "$build" --output-on-failure --timeout 3000 -j "$test_jobs" "${args[@]}"
 echo "[sanitize] $mode: all selected tests passed under the sanitizer (total $(( $(date +%s) - start )) s)"

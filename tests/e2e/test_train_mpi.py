@@ -71,7 +71,7 @@ def main():
         # The gathered score against a one-process evaluation of the same weights.
         stats = tmp / "eval.json"
         pe = env.run([env.mlperf_maskrcnn(), "eval", "--system", SYSTEM, "--weights", a / "model.safetensors",
-                      "--data", data, "--json", stats])
+                      "--data", data, "--json", stats, "--set", "launch.threads_per_rank=1"])
         assert pe.returncode == 0, pe.stderr[-3000:]
         one = json.loads(stats.read_text())
         bbox, segm = aa[3]
