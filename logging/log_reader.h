@@ -2,7 +2,7 @@
 // does: Latin-1 text with universal newlines; a line containing ":::MLLOG " keeps what follows the
 // token's last occurrence, stripped of Python whitespace, parsed as JSON with json.loads
 // semantics. Unlike the official parser, a bad record never crashes: it becomes an error of its
-// line. Internal to mrcnn_logging (the compliance check).
+// line. Used by the compliance check and by benchmark/analysis (the run reader of report and audit).
 #pragma once
 
 #include <cstddef>

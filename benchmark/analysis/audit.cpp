@@ -17,6 +17,14 @@ struct Rule {
   const char* consequence;
 };
 
+// What a difference does, where the fingerprint and the configuration both name it.
+constexpr const char* kIntraOpThreads =
+    "LibTorch splits its reductions over the intra-op threads: float sums round differently and the losses "
+    "differ within the first steps";
+constexpr const char* kRankLayout = "another rank layout: gradients are summed in another order over other data shards";
+constexpr const char* kLoaderThreads = "measured: the loader's thread count does not change the result (batches keep their order)";
+constexpr const char* kEvalThreads = "measured: the evaluator's thread count does not change the result";
+
 // What each fingerprint field means for the numbers, longest prefix first within a group.
 constexpr Rule kFingerprintRules[] = {
     {"binary.path", false, "where the executable lies does not change results"},
@@ -33,12 +41,11 @@ constexpr Rule kFingerprintRules[] = {
     {"host.gpu_driver", true, "another GPU driver: cuDNN and cuBLAS may choose other algorithms"},
     {"host.", false, "does not change the arithmetic"},
     {"threads.intra_op", true,
-     "LibTorch splits its reductions over the intra-op threads: float sums round differently and the losses "
-     "differ within the first steps"},
-    {"threads.loader", false, "measured: the loader's thread count does not change the result (batches keep their order)"},
-    {"threads.eval", false, "measured: the evaluator's thread count does not change the result"},
+     kIntraOpThreads},
+    {"threads.loader", false, kLoaderThreads},
+    {"threads.eval", false, kEvalThreads},
     {"threads.", false, "does not change the arithmetic of a step"},
-    {"ranks.", true, "another rank layout: gradients are summed in another order over other data shards"},
+    {"ranks.", true, kRankLayout},
     {"settings.deterministic", true, "nondeterministic kernels in a run: even identical setups may differ"},
     {"settings.", true, "another numeric setting: values differ"},
     {"data.train_annotations.sha256", true, "different training annotations: different runs"},
@@ -57,14 +64,13 @@ constexpr Rule kConfigRules[] = {
     {"run.data_dir", false, "a path alone does not change results (the data checksums in the fingerprint decide)"},
     {"run.checkpoint_every_epoch", false, "checkpoints are written outside the arithmetic"},
     {"run.cache_clear", false, "a log field"},
-    {"run.eval_threads", false, "measured: the evaluator's thread count does not change the result"},
-    {"data.loader_threads", false, "measured: the loader's thread count does not change the result"},
+    {"run.eval_threads", false, kEvalThreads},
+    {"data.loader_threads", false, kLoaderThreads},
     {"data.prefetch_batches", false, "prefetching does not change the batches"},
     {"launch.cpu_binding", false, "core binding does not change the arithmetic"},
     {"launch.threads_per_rank", true,
-     "LibTorch splits its reductions over the intra-op threads: float sums round differently and the losses "
-     "differ within the first steps"},
-    {"launch.", true, "another rank layout: gradients are summed in another order over other data shards"},
+     kIntraOpThreads},
+    {"launch.", true, kRankLayout},
     {"", true, "another value of a setting the run uses: values differ"},
 };
 

@@ -81,6 +81,10 @@ Json system_description(const SystemReport& s, const ReportOptions& options) {
   return nullptr;
 }
 
+constexpr double TimeBreakdown::*kTimeParts[] = {&TimeBreakdown::init, &TimeBreakdown::training,
+                                                  &TimeBreakdown::eval_inference, &TimeBreakdown::final_scoring_wait,
+                                                  &TimeBreakdown::idle, &TimeBreakdown::scoring_total};
+
 TimeBreakdown time_of(const RunRecord& r) {
   TimeBreakdown t;
   if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
@@ -179,12 +183,7 @@ SystemReport report_system(const fs::path& folder, const ReportOptions& options)
                         .global_batch_size = r.run.global_batch_size.value_or(-1)});
     if (r.epochs_to_converge) epochs.push_back(*r.epochs_to_converge);
     if (r.images_per_s) speeds.push_back(*r.images_per_s / static_cast<double>(s.accelerators));
-    s.mean_time.init += r.time.init / static_cast<double>(s.runs.size());
-    s.mean_time.training += r.time.training / static_cast<double>(s.runs.size());
-    s.mean_time.eval_inference += r.time.eval_inference / static_cast<double>(s.runs.size());
-    s.mean_time.final_scoring_wait += r.time.final_scoring_wait / static_cast<double>(s.runs.size());
-    s.mean_time.idle += r.time.idle / static_cast<double>(s.runs.size());
-    s.mean_time.scoring_total += r.time.scoring_total / static_cast<double>(s.runs.size());
+    for (auto part : kTimeParts) s.mean_time.*part += r.time.*part / static_cast<double>(s.runs.size());
   }
   s.rcp = rcp_check(rcp_runs);
   // Per-stage profile: the mean of every profiled run's per-step milliseconds, stage by stage.

@@ -6,13 +6,13 @@
 #include <regex>
 #include <sstream>
 
+#include "logging/log_reader.h"
+
 namespace mrcnn::analysis {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::string_view kToken = ":::MLLOG ";
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -42,21 +42,25 @@ EpochRecord& epoch_of(std::vector<EpochRecord>& epochs, int64_t n) {
 }
 
 void read_log(RunRecord& r) {
-  const std::string text = read_text(r.log_path);
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    const auto at = line.rfind(kToken);
-    if (at == std::string::npos) continue;
-    Json rec = Json::parse(line.substr(at + kToken.size()), nullptr, /*allow_exceptions=*/false);
-    if (!rec.is_object() || !rec.contains("key") || !rec["key"].is_string() || !rec.contains("time_ms") ||
-        !rec["time_ms"].is_number()) {
+  // The compliance check's reader: the official parser's view of the records (Latin-1 text, the
+  // last token of a line, json.loads semantics), every damaged record an error instead of a crash.
+  constexpr size_t kMaxRecord = size_t{64} << 20;
+  logging::detail::ParsedLog parsed;
+  try {
+    parsed = logging::detail::parse_records(logging::detail::read_log_file(r.log_path, kMaxRecord).records, kMaxRecord);
+  } catch (const logging::detail::LogReadError& e) {
+    throw RunReadError(r.log_path + ": " + e.what());
+  }
+  r.unreadable_log_lines = static_cast<int64_t>(parsed.errors.size());
+  for (const logging::detail::LogLine& rec : parsed.lines) {
+    if (!rec.key.is_string()) {
       ++r.unreadable_log_lines;
       continue;
     }
-    const std::string key = rec["key"].get<std::string>();
-    const double t = rec["time_ms"].get<double>();
-    const Json value = rec.value("value", Json());
-    const Json meta = rec.contains("metadata") && rec["metadata"].is_object() ? rec["metadata"] : Json::object();
+    const std::string key = rec.key_str();
+    const double t = rec.timestamp;
+    const Json& value = rec.value;
+    const Json meta = rec.metadata.is_object() ? rec.metadata : Json::object();
     bool epoch = false;  // metadata.epoch_num is a number: `n`
     int64_t n = 0;
     if (meta.contains("epoch_num"))
@@ -87,7 +91,6 @@ void read_log(RunRecord& r) {
     if (is_hyperparameter(key)) r.hyperparameters[key] = value;
     if (key == "global_batch_size") r.global_batch_size = as_int(value);
   }
-  std::sort(r.epochs.begin(), r.epochs.end(), [](const EpochRecord& a, const EpochRecord& b) { return a.epoch < b.epoch; });
 }
 
 double number(const Json& m, const char* key, const std::string& where) {
@@ -126,7 +129,6 @@ void read_metrics(RunRecord& r) {
         epoch_of(r.epochs, e).scoring_seconds = m["scoring_seconds"].get<double>();
     }
   }
-  std::sort(r.epochs.begin(), r.epochs.end(), [](const EpochRecord& a, const EpochRecord& b) { return a.epoch < b.epoch; });
 }
 
 Json read_json(const std::string& path) {
@@ -190,6 +192,7 @@ RunRecord read_run(const std::string& path) {
   if (!r.fingerprint_path.empty()) r.fingerprint = read_json(r.fingerprint_path);
   if (!r.config_path.empty()) r.config = read_json(r.config_path);
   if (!r.profile_path.empty()) r.profile = read_json(r.profile_path);
+  std::sort(r.epochs.begin(), r.epochs.end(), [](const EpochRecord& a, const EpochRecord& b) { return a.epoch < b.epoch; });
   return r;
 }
 
