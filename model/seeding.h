@@ -5,7 +5,8 @@
 //   network initialisation                   init_seed(seed)
 //   epoch order of the training sampler      epoch_order_seed(seed, epoch)            (0-based epoch)
 //   horizontal flip of a sample              flip_seed(seed, epoch, sample_index)
-//   a training step's RPN/RoI sampling       step_seed(seed, rank, step)               (0-based step)
+//   a training step's RPN/RoI sampling       step_seed(seed, rank, step)               (0-based step; rank 0 on
+//                                            every rank when the model samples per image)
 //   one image's sampling within a step       image_sample_seed(step_draw, image_key)  (model/targets)
 //   synthetic dataset image                  synth_image_seed(seed, split, index)
 //   fake (benchmark) batches                 fake_batch_seed(seed, step)

@@ -22,6 +22,7 @@ say() { printf '[bootstrap] %s\n' "$*" >&2; }
 debs=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenmpi-dev openmpi-bin
+  slurm-wlm munge   # tests/e2e/test_train_cluster.py starts a one-node Slurm cluster
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev

@@ -5,12 +5,14 @@
 # whole run folder (config.json, fingerprint.json, metrics.jsonl, the log, the weights) as
 # results/<system>/maskrcnn/runs/result_<RESULT_INDEX>/ for `mlperf-maskrcnn report` and `audit`,
 # and prints one machine-readable line: RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
-# Multi-rank systems are started through mpirun with the launch settings of the system file
-# (`mlperf-maskrcnn launch` computes the command).
+# The ranks are started by `mlperf-maskrcnn launch` as the system file says: through mpirun
+# (SCHEDULER=mpirun, the default; HOSTFILE names the nodes) or a Slurm batch script submitted with
+# sbatch --wait (SCHEDULER=slurm). The launch command or script is kept in the run folder too.
 # The exit status is the trainer's (0 targets reached, 3 not reached, 1 error, 2 bad input).
 # Environment: SEED (default: random), RESULT_INDEX (0), BUILD_DIR, RESULTS_DIR, EXTRA_ARGS
 # (more `train` arguments, e.g. "--set run.data_dir=\"/data/coco\""), SYSTEM_FILE (default
-# systems/<SYSTEM>.json), DRY_RUN=1 (print the launch command only).
+# systems/<SYSTEM>.json), SCHEDULER (mpirun or slurm), HOSTFILE (mpirun), DRY_RUN=1 (print the
+# launch command or batch script only).
 set -euo pipefail
 
 : "${SYSTEM:?SYSTEM not set (the name of a systems/<name>.json)}"
@@ -32,7 +34,13 @@ trap 'rm -rf "$out_root"' EXIT
 
 # `launch` builds the command from the system file: mpirun with the rank count, core binding and
 # network environment of its launch settings for several ranks, the training command alone for one.
-launch=("$bin" launch --system "$system_file")
+launch=("$bin" launch --system "$system_file" --scheduler "${SCHEDULER:-mpirun}")
+[[ -n "${HOSTFILE:-}" ]] && launch+=(--hostfile "$HOSTFILE")
+launch_record="$out_root/launch.txt"
+if [[ "${SCHEDULER:-mpirun}" == slurm ]]; then
+  launch_record="$out_root/launch.sbatch"
+  launch+=(--script "$launch_record")
+fi
 train_args=(-- --seed "$SEED" --out "$out_root" --no-progress)
 if [[ "${DRY_RUN:-0}" == 1 ]]; then  # print the launch command and stop
   # shellcheck disable=SC2086
@@ -40,6 +48,9 @@ if [[ "${DRY_RUN:-0}" == 1 ]]; then  # print the launch command and stop
   exit $?
 fi
 
+# shellcheck disable=SC2086
+"${launch[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS > "$launch_record.tmp"  # refuses a bad layout
+mv "$launch_record.tmp" "$launch_record"
 start_fmt=$(date +"%Y-%m-%d %r")
 echo "STARTING TIMING RUN AT $start_fmt"
 set +e
@@ -59,6 +70,7 @@ if [[ -f "$log" ]]; then
   mkdir -p "$dest/runs"
   rm -rf "$kept"
   mv "$(dirname "$log")" "$kept"
+  cp "$launch_record" "$kept/"
   result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$RESULT_INDEX.txt")
   echo "RESULT,MASKRCNN,$SEED,$result,mlperf-maskrcnn,$start_fmt"
   echo "result file: $dest/result_$RESULT_INDEX.txt (run folder: $kept)"

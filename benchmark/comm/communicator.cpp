@@ -65,13 +65,13 @@ class LocalCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_local_communicator() { return std::make_unique<LocalCommunicator>(); }
 
 #if MRCNN_HAVE_MPI
-std::unique_ptr<Communicator> make_mpi_communicator();  // mpi_communicator.cpp
+std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options);  // mpi_communicator.cpp
 bool mpi_available() { return true; }
 #else
 bool mpi_available() { return false; }
 #endif
 #if MRCNN_HAVE_NCCL
-std::unique_ptr<Communicator> make_nccl_communicator();  // nccl_communicator.cpp
+std::unique_ptr<Communicator> make_nccl_communicator(const CommunicatorOptions& options);  // nccl_communicator.cpp
 bool nccl_available() { return true; }
 #else
 bool nccl_available() { return false; }
@@ -84,20 +84,22 @@ std::string available_backends() {
   return out;
 }
 
-std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
-  // OpenMPI's launcher sets OMPI_COMM_WORLD_SIZE in every rank's environment.
-  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options) {
+  // OpenMPI's launcher sets OMPI_COMM_WORLD_SIZE in every rank's environment; srun --mpi=pmix
+  // sets PMIX_RANK.
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+                            std::getenv("PMIX_RANK") != nullptr;
   if (backend == "local") return make_local_communicator();
   if (backend == "mpi" || (backend == "auto" && under_mpirun && mpi_available())) {
 #if MRCNN_HAVE_MPI
-    return make_mpi_communicator();
+    return make_mpi_communicator(options);
 #else
     throw std::runtime_error("communicator backend 'mpi' is not built in (CMake did not find MPI)");
 #endif
   }
   if (backend == "nccl") {
 #if MRCNN_HAVE_NCCL
-    return make_nccl_communicator();
+    return make_nccl_communicator(options);
 #else
     throw std::runtime_error("communicator backend 'nccl' is not built in (it needs CUDA, MPI and NCCL at build time)");
 #endif

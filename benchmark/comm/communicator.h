@@ -63,9 +63,17 @@ void reduce_in_buckets(std::vector<at::Tensor>& tensors, int64_t bucket_bytes,
 // The single-process communicator.
 std::unique_ptr<Communicator> make_local_communicator();
 
-// "local", "mpi", "nccl" (or "auto": mpi when started by mpirun and MPI is built in, else local).
-// Throws std::runtime_error naming the backend when it is unknown or not built in.
-std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+struct CommunicatorOptions {
+  // A collective that waits longer for the other ranks ends this rank with a message (and the
+  // launcher then ends the job): see collective_watchdog.h. 0: wait forever.
+  double collective_timeout_s = 0;
+  // nccl: the GPU of local rank r is r * device_stride (ranks that share out a node's GPUs).
+  int device_stride = 1;
+};
+
+// "local", "mpi", "nccl" (or "auto": mpi when started by mpirun or srun and MPI is built in,
+// else local). Throws std::runtime_error naming the backend when it is unknown or not built in.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options = {});
 
 // Whether this build carries the MPI / NCCL backend; the built-in backends as "local, mpi, ...".
 bool mpi_available();

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/comm/communicator.h"
 
 namespace mrcnn::comm {
@@ -53,7 +54,7 @@ int layout(const std::vector<int>& sizes, std::vector<int>& offsets) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
+  explicit MpiCommunicator(const CommunicatorOptions& options) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -66,6 +67,7 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_), "split");
     check(MPI_Comm_rank(node_, &local_rank_), "local rank");
     check(MPI_Comm_size(node_, &local_size_), "local size");
+    dog_ = std::make_unique<CollectiveWatchdog>(rank_, options.collective_timeout_s);
   }
   ~MpiCommunicator() override {
     MPI_Comm_free(&node_);
@@ -83,9 +85,10 @@ class MpiCommunicator final : public Communicator {
   int local_size() const override { return local_size_; }
 
   void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) override {
-    reduce_in_buckets(tensors, bucket_bytes, [](at::Tensor buffer) {
+    reduce_in_buckets(tensors, bucket_bytes, [this](at::Tensor buffer) {
       // On the CPU the bucket is reduced where it is; elsewhere through one host copy.
       at::Tensor host = buffer.to(at::kCPU).contiguous();
+      const auto watched = dog_->watch("all-reduce");
       check(MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), mpi_type(host), MPI_SUM,
                           MPI_COMM_WORLD),
             "allreduce");
@@ -96,6 +99,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     for (auto& t : tensors) {
       at::Tensor c = t.to(at::kCPU).contiguous();
+      const auto watched = dog_->watch("broadcast");
       check(MPI_Bcast(c.data_ptr(), static_cast<int>(c.numel()), mpi_type(c), root, MPI_COMM_WORLD), "broadcast");
       if (!c.is_same(t)) t.copy_(c);
     }
@@ -103,6 +107,7 @@ class MpiCommunicator final : public Communicator {
 
   std::vector<std::string> allgather_bytes(const std::string& mine) override {
     const int n = byte_count(mine);
+    const auto watched = dog_->watch("all-gather");
     std::vector<int> sizes(size_), offsets(size_);
     check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "allgather sizes");
     const int total = layout(sizes, offsets);
@@ -116,6 +121,7 @@ class MpiCommunicator final : public Communicator {
 
   std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
     const int n = byte_count(mine);
+    const auto watched = dog_->watch("gather");
     std::vector<int> sizes(rank_ == root ? size_ : 0), offsets(sizes.size());
     check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, MPI_COMM_WORLD), "gather sizes");
     // Every rank learns whether the total fits before anyone sends, so that all fail together.
@@ -137,7 +143,10 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+  void barrier() override {
+    const auto watched = dog_->watch("barrier");
+    check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+  }
 
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -148,11 +157,14 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   MPI_Comm node_ = MPI_COMM_NULL;
   bool owns_init_ = false;
+  std::unique_ptr<CollectiveWatchdog> dog_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
+std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options) {
+  return std::make_unique<MpiCommunicator>(options);
+}
 
 }  // namespace mrcnn::comm
 #endif  // MRCNN_HAVE_MPI

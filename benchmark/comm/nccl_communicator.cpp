@@ -6,17 +6,22 @@
 #if MRCNN_HAVE_NCCL
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <stdexcept>
 
+#include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/comm/communicator.h"
 
 namespace mrcnn::comm {
 
-std::unique_ptr<Communicator> make_mpi_communicator();  // mpi_communicator.cpp
+std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options);  // mpi_communicator.cpp
 
 namespace {
 
@@ -40,13 +45,16 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator() : mpi_(make_mpi_communicator()) {
+  explicit NcclCommunicator(const CommunicatorOptions& options)
+      : mpi_(make_mpi_communicator(options)), timeout_s_(options.collective_timeout_s) {
     const int devices = static_cast<int>(c10::cuda::device_count());
     if (devices == 0) throw std::runtime_error("communicator 'nccl': no CUDA device is visible to this process");
-    if (mpi_->local_rank() >= devices)
-      throw std::runtime_error("communicator 'nccl': local rank " + std::to_string(mpi_->local_rank()) + " but only " +
-                               std::to_string(devices) + " CUDA devices on this node");
-    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(mpi_->local_rank()));
+    const int index = mpi_->local_rank() * options.device_stride;
+    if (index >= devices)
+      throw std::runtime_error("communicator 'nccl': local rank " + std::to_string(mpi_->local_rank()) + " takes GPU " +
+                               std::to_string(index) + ", but only " + std::to_string(devices) +
+                               " CUDA devices are visible on this node");
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
     if (mpi_->is_main()) check(ncclGetUniqueId(&id), "get unique id");
@@ -55,8 +63,12 @@ class NcclCommunicator final : public Communicator {
     std::memcpy(&id, ids.at(0).data(), sizeof id);
     c10::cuda::CUDAGuard guard(device_);
     check(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "init");
+    // NCCL calls return at once; the device work they leave is watched from the watchdog's thread.
+    dog_ = std::make_unique<CollectiveWatchdog>(mpi_->rank(), timeout_s_, [this] { return device_problem(); });
   }
   ~NcclCommunicator() override {
+    dog_.reset();
+    for (auto& p : pending_) cudaEventDestroy(p.event);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -84,6 +96,7 @@ class NcclCommunicator final : public Communicator {
             "all-reduce");
       return buffer;
     });
+    if (!gpu.empty()) enqueued("all-reduce");
     if (!host.empty()) mpi_->allreduce_sum(host, bucket_bytes);
   }
 
@@ -100,6 +113,7 @@ class NcclCommunicator final : public Communicator {
                           c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
             "broadcast");
       if (!c.is_same(t)) t.copy_(c);
+      enqueued("broadcast");
     }
   }
 
@@ -110,6 +124,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override { mpi_->barrier(); }
 
   [[noreturn]] void abort(int code) override {
+    dog_.reset();
     if (comm_ != nullptr) ncclCommAbort(comm_);
     comm_ = nullptr;
     mpi_->abort(code);
@@ -117,14 +132,54 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // An event after the collective on the current stream: the watchdog sees when it completes.
+  void enqueued(const char* what) {
+    if (timeout_s_ <= 0) return;
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return;
+    cudaEventRecord(e, c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({e, what, std::chrono::steady_clock::now()});
+  }
+
+  // Called by the watchdog's thread: "" while the device's collectives progress.
+  std::string device_problem() {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+      return std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async);
+    std::lock_guard<std::mutex> lock(mu_);
+    c10::cuda::CUDAGuard guard(device_);
+    while (!pending_.empty() && cudaEventQuery(pending_.front().event) == cudaSuccess) {
+      cudaEventDestroy(pending_.front().event);
+      pending_.pop_front();
+    }
+    if (pending_.empty()) return "";
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - pending_.front().since).count();
+    if (waited <= timeout_s_) return "";
+    return std::string("an NCCL ") + pending_.front().what + " has not completed on the GPU after " +
+           std::to_string(static_cast<long>(waited)) + " s: a rank is dead or hung";
+  }
+
+  struct Pending {
+    cudaEvent_t event;
+    const char* what;
+    std::chrono::steady_clock::time_point since;
+  };
   std::unique_ptr<Communicator> mpi_;
+  double timeout_s_ = 0;
   at::Device device_{at::kCUDA, 0};
   ncclComm_t comm_ = nullptr;
+  std::mutex mu_;
+  std::deque<Pending> pending_;
+  std::unique_ptr<CollectiveWatchdog> dog_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator() { return std::make_unique<NcclCommunicator>(); }
+std::unique_ptr<Communicator> make_nccl_communicator(const CommunicatorOptions& options) {
+  return std::make_unique<NcclCommunicator>(options);
+}
 
 }  // namespace mrcnn::comm
 #endif  // MRCNN_HAVE_NCCL

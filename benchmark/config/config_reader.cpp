@@ -242,6 +242,8 @@ void apply_override(Json& config, const std::string& assignment, Origins& origin
 
 Json read_json_file(const std::string& path) {
   if (std::filesystem::is_directory(path)) throw ConfigError(path + ": is a directory, not a JSON file");
+  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path))
+    throw ConfigError(path + ": is not a regular file (a device or a pipe), not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
   std::ostringstream buf;

@@ -45,6 +45,9 @@ void fields(V& v, LaunchSettings& l) {
   v("communicator", l.communicator, {.allowed = {"local", "mpi", "nccl", "auto"}});
   v("env", l.env);
   v("mpirun_args", l.mpirun_args);
+  v("sbatch_args", l.sbatch_args);
+  v("nccl_net_plugin_dir", l.nccl_net_plugin_dir);
+  v("collective_timeout_s", l.collective_timeout_s, {.range = {.min = 1, .max = 86400}});
 }
 
 template <class V>
@@ -282,6 +285,12 @@ void validate(const SystemConfig& c) {
     fail_at(c, "launch.communicator",
             "\"nccl\" needs run.device \"cuda\" (each rank takes the GPU of its index on the node), not \"" + device +
                 "\"");
+  if (sd.contains("number_of_nodes") && sd["number_of_nodes"] != std::to_string(c.launch.nodes))
+    throw ConfigError((c.source("system.number_of_nodes") != c.file ? c.source("system.number_of_nodes")
+                                                                     : c.source("launch.nodes")) +
+                      ": launch.nodes " + std::to_string(c.launch.nodes) +
+                      " differs from system.number_of_nodes " + sd["number_of_nodes"].dump() +
+                      " (the system description must say what runs)");
   const int64_t world = c.launch.world_size();
   if (c.hp.global_batch_size % world != 0)
     throw ConfigError(c.file + ": hyperparameters.global_batch_size " + std::to_string(c.hp.global_batch_size) +
@@ -326,6 +335,61 @@ void fill_defaults(SystemConfig& c) {
 
 const char* const kSections[] = {"system", "submission", "launch", "run", "data", "hyperparameters"};
 
+// `patch` merged into `base` (RFC 7386): objects key by key, anything else replaced, null removes
+// the key. Every value left from the base is attributed to `base_file` in `origins`, so that an
+// error in an inherited value names the file that holds it.
+void merge_patch(Json& base, const Json& patch, const std::string& prefix, const std::string& base_file,
+                 Origins& origins) {
+  for (auto it = base.begin(); it != base.end(); ++it) {
+    const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (!patch.contains(it.key())) origins.emplace(path, base_file);
+  }
+  for (const auto& [k, v] : patch.items()) {
+    const std::string path = prefix.empty() ? k : prefix + "." + k;
+    if (v.is_null()) base.erase(k);
+    else if (v.is_object() && base.contains(k) && base[k].is_object()) merge_patch(base[k], v, path, base_file, origins);
+    else base[k] = v;
+  }
+}
+
+// Whether a merge patch sets the value at a dotted path (or a value above it).
+bool patch_sets(const Json& patch, const std::string& path) {
+  const Json* node = &patch;
+  for (size_t start = 0;;) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object() || !node->contains(key)) return false;
+    node = &(*node)[key];
+    if (dot == std::string::npos || !node->is_object()) return true;
+    start = dot + 1;
+  }
+}
+
+// A system file with the files it extends applied: "extends": "<file>" names a system file,
+// relative to this one's folder, whose content this file amends.
+Json read_system_file(const std::string& path, Origins& origins, std::vector<std::string>& chain) {
+  Json j = read_json_file(path);
+  if (!j.is_object() || !j.contains("extends")) return j;
+  if (!j["extends"].is_string() || j["extends"].get<std::string>().empty())
+    throw ConfigError(path + ": extends: expected the name of a system file");
+  const auto base_path =
+      (std::filesystem::path(path).parent_path() / j["extends"].get<std::string>()).lexically_normal().string();
+  for (const auto& seen : chain)
+    if (std::filesystem::exists(seen) && std::filesystem::exists(base_path) &&
+        std::filesystem::equivalent(seen, base_path))
+      throw ConfigError(path + ": extends: " + base_path + " extends itself (through " + chain.front() + ")");
+  chain.push_back(base_path);
+  Origins base_origins;
+  Json base = read_system_file(base_path, base_origins, chain);
+  if (!base.is_object()) throw ConfigError(base_path + ": expected a JSON object with the sections of a system file");
+  j.erase("extends");
+  base.erase("comment");  // the base's description of itself is not this file's
+  merge_patch(base, j, "", base_path, origins);
+  for (const auto& [p, from] : base_origins)  // what the base inherited, unless this file set it
+    if (!patch_sets(j, p)) origins.try_emplace(p, from);
+  return base;
+}
+
 }  // namespace
 
 std::string SystemConfig::source(const std::string& path) const { return source_of(&origins, file, path); }
@@ -334,7 +398,8 @@ SystemConfig load_system_config(const std::string& path, const std::vector<std::
   SystemConfig c;
   c.file = path;
   c.name = std::filesystem::path(path).stem().string();
-  c.resolved = read_json_file(path);
+  std::vector<std::string> chain{path};
+  c.resolved = read_system_file(path, c.origins, chain);
   if (!c.resolved.is_object()) throw ConfigError(path + ": expected a JSON object with the sections of a system file");
   for (const char* section : kSections)
     if (!c.resolved.contains(section) || !c.resolved[section].is_object())

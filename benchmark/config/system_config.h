@@ -4,7 +4,10 @@
 //   "system"          the MLPerf system description (the 33 fields system_desc_checker requires)
 //   "submission"      org, division, status, platform (the submission_* log keys)
 //   "launch"          nodes, ranks per node, threads and core binding per rank, communicator,
-//                     network environment (EFA ...), extra mpirun arguments
+//                     network environment (EFA ...), extra mpirun and sbatch arguments, the
+//                     collective timeout
+//   "extends"         optional: a system file (relative to this one) whose sections this file
+//                     amends, key by key (a multi-node variant names the one-node file)
 //   "run"             device, precision, layout, seed, determinism, data and output folders,
 //                     epoch budget, accuracy targets, evaluation and checkpoint settings
 //   "data"            transforms (resize, flip, pixel encoding) and loader settings
@@ -12,7 +15,7 @@
 //   "hyperparameters" the global batch size in use and one hyperparameter set per global batch
 //                     size, plus the settings shared by all of them
 //
-// Loading is one pipeline: read the file; require its sections; apply the --set overrides (any
+// Loading is one pipeline: read the file (and the files it extends); require its sections; apply the --set overrides (any
 // key the schema knows, present in the file or not); read every section through its field list
 // (system_config.cpp: one list per section names each key, its type, its range and whether it is
 // required; the defaults are the structs' initializers below); validate across sections once;
@@ -49,6 +52,13 @@ struct LaunchSettings {
   std::string communicator = "auto";  // local | mpi | nccl (run.device "cuda") | auto
   std::map<std::string, std::string> env;  // exported to every rank (e.g. EFA's FI_PROVIDER)
   std::vector<std::string> mpirun_args;
+  std::vector<std::string> sbatch_args;    // extra #SBATCH lines (partition, account, gres)
+  // A folder holding NCCL's network plugin (libnccl-net.so, e.g. aws-ofi-nccl for EFA): put
+  // first on every rank's library path, and required to exist when the ranks are started.
+  std::string nccl_net_plugin_dir;
+  // A collective that waits longer than this for the other ranks ends its rank (and so the job):
+  // a hung or dead peer must not hold the others forever.
+  double collective_timeout_s = 900;
 
   int64_t world_size() const { return nodes * ranks_per_node; }
 };
@@ -70,7 +80,7 @@ struct RunSettings {
   int64_t eval_images_per_batch = 2;  // per rank
   bool checkpoint_every_epoch = false;
   std::string initial_weights;     // safetensors to start from ("" = from scratch); may be partial
-  bool cache_clear = true;         // what the launcher did (logged as cache_clear)
+  bool cache_clear = false;        // drop the page cache before the run where permitted (logged: done or not)
 };
 
 struct DataSettings {

@@ -9,6 +9,7 @@
 
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/command_line.h"
+#include "benchmark/run/launch_plan.h"
 #include "benchmark/train/checkpoint.h"
 #include "eval/coco.h"
 #include "logging/console.h"
@@ -23,7 +24,8 @@ using config::ConfigError;
 
 c10::Device device_of(const SystemConfig& c, int local_rank) {
   c10::Device device(c.run.device);
-  if (device.is_cuda() && !device.has_index()) device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  if (device.is_cuda() && !device.has_index())
+    device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(accelerator_of(c, local_rank)));
   return device;
 }
 
@@ -103,6 +105,7 @@ train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device)
           .precision = c.run.precision,
           .gradient_clip_norm = h.gradient_clip_norm,
           .seed = static_cast<uint64_t>(c.run.seed),
+          .same_stream_on_every_rank = c.model.sampling_streams == model::SamplingStreams::kPerImage,
           .device = device};
 }
 
@@ -111,7 +114,9 @@ ScorerOptions scorer_options(const SystemConfig& c) {
 }
 
 std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& c) {
-  return comm::make_communicator(c.launch.communicator);
+  const int stride = accelerator_of(c, 1);  // local rank 1's accelerator: the stride between ranks
+  return comm::make_communicator(c.launch.communicator, {.collective_timeout_s = c.launch.collective_timeout_s,
+                                                         .device_stride = c.launch.ranks_per_node > 1 ? stride : 1});
 }
 
 LoggedHyperparameters logged_hyperparameters(const SystemConfig& c) {

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,21 +15,55 @@
 namespace mrcnn::run {
 namespace {
 
-constexpr const char* kUsage = R"(usage: mlperf-maskrcnn launch [--system FILE] [--set K=V ...] [--dry-run] [-- TRAIN_ARGS...]
+constexpr const char* kUsage = R"(usage: mlperf-maskrcnn launch [--system FILE] [--set K=V ...] [--nodes N]
+                              [--scheduler mpirun|slurm] [--hostfile FILE] [--script FILE]
+                              [--dry-run] [-- TRAIN_ARGS...]
 
-Starts the training command on every rank of the system: through mpirun, with the rank count,
-core binding and network environment of the system file's launch settings, or directly for a
-single-rank system. TRAIN_ARGS go to `train` (their --set overrides also shape the launch).
---dry-run prints the command instead of running it.
+Starts the training command on every rank of the system, placed as its system file says: the
+node's sockets, cores, hyper-threads and accelerators (from the system description) shared out
+among launch.ranks_per_node ranks, each with launch.threads_per_rank cores of its own, its
+socket's memory and, on accelerators, the accelerator on its socket; launch.env (EFA, HCCL ...)
+exported to every rank. Layouts that cannot work (more threads than cores, ranks that do not
+divide the accelerators or the sockets) are refused before anything starts.
+
+  --scheduler mpirun  (default) mpirun with ppr/PE mapping and core binding; a single-rank
+                      system on one node is started directly
+  --scheduler slurm   a Slurm batch script (srun --mpi=pmix, one task per accelerator, one CPU
+                      mask per local rank, local memory), submitted with `sbatch --wait`
+  --nodes N           run on N nodes (launch.nodes and system.number_of_nodes)
+  --hostfile FILE     mpirun: the nodes to run on
+  --script FILE       slurm: where the batch script is written (default:
+                      mlperf-maskrcnn-<system>.sbatch in the current folder)
+  --dry-run           print the command (mpirun) or the script (slurm) instead of running it
+
+TRAIN_ARGS go to `train` (their --set overrides also shape the launch). The exit status is the
+training run's (through mpirun or sbatch --wait), or 2 for a layout or argument refused here.
 )";
 
-std::string shell_quoted(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=+@%") ==
-                        std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+std::string self_path() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("mlperf-maskrcnn");
+}
+
+[[noreturn]] void exec_or_die(std::vector<std::string> command) {
+  std::vector<char*> exec_argv;
+  for (auto& a : command) exec_argv.push_back(a.data());
+  exec_argv.push_back(nullptr);
+  std::fflush(nullptr);
+  execvp(exec_argv[0], exec_argv.data());
+  std::fprintf(stderr, "mlperf-maskrcnn launch: error: cannot run %s: %s\n", exec_argv[0], std::strerror(errno));
+  std::_Exit(2);
+}
+
+// aws-ofi-nccl installs libnccl-net.so (older releases) or libnccl-net-ofi.so / -aws-ofi.so.
+bool has_nccl_net_plugin(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("libnccl-net") && name.ends_with(".so")) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -41,36 +77,64 @@ int launch_main(int argc, char** argv) {
     }
   if (wants_help(split, argv)) return std::fputs(kUsage, stdout), 0;
   std::vector<std::string> command;
+  std::string script_path, script;
+  bool dry_run = false;
   try {
-    CommandLine cl(split, argv, {}, {"--dry-run"});
+    CommandLine cl(split, argv, {"--nodes", "--scheduler", "--hostfile", "--script"}, {"--dry-run"});
     if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "'");
+    dry_run = cl.flag("--dry-run");
+    const std::string scheduler = cl.value("--scheduler", "mpirun");
+    if (scheduler != "mpirun" && scheduler != "slurm")
+      throw config::ConfigError("--scheduler: expected mpirun or slurm, got '" + scheduler + "'");
+    if (cl.has("--nodes")) {
+      const std::string n = cl.value("--nodes");
+      cl.add_override("launch.nodes=" + n);
+      cl.add_override("system.number_of_nodes=\"" + n + "\"");
+    }
     std::vector<std::string> train_args(argv + std::min(split + 1, argc), argv + argc);
-    const std::vector<std::string> own_overrides = cl.overrides();
+    std::vector<std::string> own_overrides = cl.overrides();
     for (size_t i = 0; i + 1 < train_args.size(); ++i)
       if (train_args[i] == "--set") cl.add_override(train_args[i + 1]);
     const config::SystemConfig cfg = cl.system_config();
-    command = mpirun_prefix(cfg);
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    command.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("mlperf-maskrcnn"));
-    command.insert(command.end(), {"train", "--system", cfg.file});
-    for (const auto& o : own_overrides) command.insert(command.end(), {"--set", o});
-    command.insert(command.end(), train_args.begin(), train_args.end());
-    if (cl.flag("--dry-run")) {
-      for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
-      std::printf("\n");
-      return 0;
+    const LaunchPlan plan = plan_launch(cfg);
+
+    LaunchRequest req{.hostfile = cl.value("--hostfile")};
+    if (!req.hostfile.empty()) require_file(req.hostfile, "--hostfile");
+    req.rank_command = {self_path(), "train", "--system", std::filesystem::absolute(cfg.file).string()};
+    for (const auto& o : own_overrides) req.rank_command.insert(req.rank_command.end(), {"--set", o});
+    req.rank_command.insert(req.rank_command.end(), train_args.begin(), train_args.end());
+
+    const std::string& plugin = cfg.launch.nccl_net_plugin_dir;
+    if (!dry_run && scheduler == "mpirun" && !plugin.empty() && !has_nccl_net_plugin(plugin))
+      throw config::ConfigError(cfg.source("launch.nccl_net_plugin_dir") + ": launch.nccl_net_plugin_dir: no NCCL " +
+                                "network plugin (libnccl-net*.so) in " + plugin +
+                                " (install aws-ofi-nccl there: without it NCCL would fall back to TCP sockets)");
+    if (scheduler == "mpirun") {
+      command = mpirun_command(cfg, plan, req);
+      if (dry_run) {
+        for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
+        std::printf("\n");
+        return 0;
+      }
+    } else {
+      if (!req.hostfile.empty()) throw config::ConfigError("--hostfile: Slurm chooses the nodes (use sbatch options)");
+      script = slurm_script(cfg, plan, req);
+      script_path = cl.value("--script");
+      if (dry_run && script_path.empty()) return std::fputs(script.c_str(), stdout), 0;
+      if (script_path.empty()) script_path = "mlperf-maskrcnn-" + cfg.name + ".sbatch";
+      require_writable_folder(std::filesystem::absolute(script_path).parent_path().string(), "--script");
+      std::ofstream out(script_path, std::ios::trunc);
+      out << script;
+      out.close();
+      if (!out) throw config::ConfigError("--script: cannot write " + script_path);
+      std::filesystem::permissions(script_path, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+      if (dry_run) return std::printf("%s", script.c_str()), 0;
+      command = {"sbatch", "--wait", script_path};
     }
   } catch (const std::exception& e) {
     return report_error("launch", e, 2);
   }
-  std::vector<char*> exec_argv;
-  for (auto& a : command) exec_argv.push_back(a.data());
-  exec_argv.push_back(nullptr);
-  std::fflush(nullptr);
-  execvp(exec_argv[0], exec_argv.data());
-  std::fprintf(stderr, "mlperf-maskrcnn launch: error: cannot run %s: %s\n", exec_argv[0], std::strerror(errno));
-  return 2;
+  exec_or_die(command);
 }
 
 }  // namespace mrcnn::run

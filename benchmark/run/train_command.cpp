@@ -2,10 +2,14 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
+#include "benchmark/analysis/sha256.h"
 #include "benchmark/run/assemble.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/mask_rcnn_model.h"
@@ -91,9 +95,9 @@ TrainInputs read_inputs(int argc, char** argv) {
 }
 
 // The MLPerf init phase's log before the network exists: submission, init_start, seed, hyperparameters.
-void log_init(logging::MLLogger& mllog, const TrainInputs& in) {
+void log_init(logging::MLLogger& mllog, const TrainInputs& in, bool cache_cleared) {
   const SystemConfig& cfg = in.config;
-  log_submission(mllog, cfg.submission, cfg.run.cache_clear);
+  log_submission(mllog, cfg.submission, cache_cleared);
   mllog.log(key::kInitStart);
   log_hyperparameters(mllog, cfg.run.seed, logged_hyperparameters(cfg));
   if (in.resume)
@@ -156,6 +160,56 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
   }
 }
 
+// Every rank must run the same binary with the same resolved configuration: each rank's hashes
+// are gathered at start and compared with rank 0's. Returns "" when they agree, else one message
+// naming every rank that differs and how (every rank gets the same answer and stops).
+std::string ranks_disagree(comm::Communicator& comm, const SystemConfig& cfg) {
+  const std::string config_hash = analysis::config_sha256(cfg.resolved);
+  const std::string binary_hash = analysis::sha256_file("/proc/self/exe");
+  const std::vector<std::string> all = comm.allgather_bytes(config_hash + " " + binary_hash);
+  std::string problems;
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const bool config_differs = all[r].substr(0, all[r].find(' ')) != all[0].substr(0, all[0].find(' '));
+    const bool binary_differs = all[r].substr(all[r].find(' ') + 1) != all[0].substr(all[0].find(' ') + 1);
+    problems += std::string(problems.empty() ? "" : "; ") + "rank " + std::to_string(r) + " has a different " +
+                (config_differs && binary_differs ? "configuration and binary"
+                 : config_differs                 ? "configuration (resolved config sha256 " +
+                                        all[r].substr(0, 12) + "... vs rank 0's " + all[0].substr(0, 12) + "...)"
+                                                  : "binary (mlperf-maskrcnn sha256 differs from rank 0's)");
+  }
+  if (problems.empty()) return "";
+  return "the ranks do not run the same thing: " + problems +
+         " (every rank must run the same binary with the same system file and --set arguments)";
+}
+
+// The ranks start from rank 0's weights, whatever each rank's initializer or weight file did.
+void broadcast_weights(MaskRcnnModel& model, comm::Communicator& comm) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors;
+  for (auto& [name, t] : model.state_dict()) tensors.push_back(t);
+  comm.broadcast(tensors, 0);
+}
+
+// run.cache_clear: the first rank of every node drops the page cache (so that no run starts with
+// the dataset already in memory); true only when every node could.
+bool clear_page_caches(comm::Communicator& comm, bool wanted) {
+  bool done = false;
+  if (wanted && comm.local_rank() == 0) {
+    ::sync();
+    std::ofstream drop("/proc/sys/vm/drop_caches");
+    drop << "3\n";
+    drop.flush();
+    done = static_cast<bool>(drop);
+    if (!done) logging::warn("run.cache_clear: the page cache cannot be dropped here (no permission): logged as false");
+  }
+  if (comm.world_size() == 1) return done;
+  bool all = true;
+  const auto flags = comm.allgather_bytes(comm.local_rank() == 0 ? (done ? "1" : "0") : "-");
+  for (const auto& f : flags) all = all && f != "0";
+  return wanted && all;
+}
+
 }  // namespace
 
 int train_main(int argc, char** argv) {
@@ -175,6 +229,11 @@ int train_main(int argc, char** argv) {
                                       static_cast<long long>(cfg.launch.world_size()), comm->world_size()));
     return 2;
   }
+  if (comm->world_size() > 1)
+    if (const std::string problem = ranks_disagree(*comm, cfg); !problem.empty()) {
+      if (comm->is_main()) logging::error(problem);
+      return 2;
+    }
   StopSignals stop_signals;  // SIGTERM/SIGINT: stop at the next safe point
   at::set_num_threads(static_cast<int>(cfg.launch.threads_per_rank));
   if (cfg.run.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
@@ -185,7 +244,7 @@ int train_main(int argc, char** argv) {
   const RunFolder folder = open_run_folder(cfg, in.resume != nullptr, main_rank);
   logging::MLLogger mllog({.to_stdout = !in.quiet, .file_path = main_rank ? folder.log().string() : "",
                            .truncate_file = true, .rank = comm->rank()});
-  log_init(mllog, in);
+  log_init(mllog, in, clear_page_caches(*comm, cfg.run.cache_clear));
   analysis::Json fingerprint;  // rank 0: what decides the run's numbers besides the seed, for `audit`
   if (main_rank) {
     fingerprint = run_fingerprint(cfg, comm->world_size());
@@ -203,6 +262,7 @@ int train_main(int argc, char** argv) {
     trainer.load_state({.step = in.resume->step, .optimizer = in.resume->optimizer,
                         .loss_scale = in.resume->loss_scale, .scaler_good_steps = in.resume->scaler_good_steps});
   }
+  if (comm->world_size() > 1) broadcast_weights(model, *comm);
   mllog.log(key::kInitStop);
 
   const int status = run_timed(in, mllog, model, trainer, *comm, device, folder);

@@ -32,7 +32,7 @@ StepResult Trainer::step(const model::Batch& batch) {
   r.images = batch.size();
 
   model_.set_training(true);
-  model_.set_step_seed(seeding::step_seed(options_.seed, comm_.rank(), step_));
+  model_.set_step_seed(seeding::step_seed(options_.seed, options_.same_stream_on_every_rank ? 0 : comm_.rank(), step_));
   sgd_.zero_grad();
   const auto losses = [&] {
     RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());

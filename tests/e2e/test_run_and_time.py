@@ -1,11 +1,13 @@
 """run_scripts/run_and_time.sh, the submission launcher.
 
-1. The launch command of every multi-rank system file: mpirun with the rank count, the rank
-   binding of launch.cpu_binding (threads_per_rank cores per rank), every launch.env variable
-   exported, OMP_NUM_THREADS = threads_per_rank (DRY_RUN=1 prints it without running).
+1. DRY_RUN=1 prints, for every system file, what `mlperf-maskrcnn launch --dry-run` prints for it
+   (the mpirun command, or with SCHEDULER=slurm the batch script) with the script's own train
+   arguments: the launch itself is checked against each system's topology by
+   tests/benchmark/run/test_launch.py. A layout that cannot work stops the script with exit 2.
 2. A real run of the local system on a tiny synthetic set (targets lowered through EXTRA_ARGS):
-   exit 0, the MLPerf log copied to RESULTS_DIR/<system>/maskrcnn/result_<N>.txt, and a RESULT
-   line whose seconds are the log's run_stop - run_start.
+   exit 0, the MLPerf log copied to RESULTS_DIR/<system>/maskrcnn/result_<N>.txt, the run folder
+   kept beside it with the launch command, and a RESULT line whose seconds are the log's
+   run_stop - run_start.
 """
 import json
 import os
@@ -23,33 +25,22 @@ def launcher(system, **extra):
 
 
 def main():
-    systems = sorted(p.stem for p in (env.SOURCE_DIR / "systems").glob("*.json"))
+    systems = sorted((env.SOURCE_DIR / "systems").glob("*.json"))
     multi = 0
-    for name in systems:
-        launch = json.loads((env.SOURCE_DIR / "systems" / f"{name}.json").read_text())["launch"]
-        p = launcher(name, DRY_RUN="1", SEED="5")
-        assert p.returncode == 0, p.stderr
-        cmd = p.stdout.split()
-        ranks = launch["nodes"] * launch["ranks_per_node"]
-        train = cmd.index("train")
-        assert cmd[train - 1].endswith("mlperf-maskrcnn") and "--seed" in cmd and cmd[cmd.index("--seed") + 1] == "5"
-        if ranks == 1:
-            assert cmd[0].endswith("mlperf-maskrcnn"), cmd
-            continue
-        multi += 1
-        assert cmd[:3] == ["mpirun", "-np", str(ranks)], cmd
-        mpi = " ".join(cmd[:train - 1])
-        binding = launch.get("cpu_binding", "none")
-        expected = {"core": f"--map-by socket:PE={launch['threads_per_rank']} --bind-to core",
-                    "socket": "--map-by socket --bind-to socket",
-                    "none": "--map-by slot --bind-to none"}[binding]
-        assert expected in mpi, (name, mpi)
-        assert mpi.count("--bind-to") == 1, f"{name}: conflicting bindings: {mpi}"
-        for k, v in launch.get("env", {}).items():
-            assert f"-x {k}={v}" in mpi, (name, k, mpi)
-        assert f"-x OMP_NUM_THREADS={launch['threads_per_rank']}" in mpi, mpi
-    assert multi >= 4, f"expected the four multi-rank systems, saw {multi}"
-    print(f"launch commands of {len(systems)} system files as their launch settings say")
+    for f in systems:
+        for scheduler in ("mpirun", "slurm"):
+            p = launcher(f.stem, DRY_RUN="1", SEED="5", SCHEDULER=scheduler)
+            assert p.returncode == 0, p.stderr
+            out = re.sub(r"--out \S+", "--out OUT", p.stdout)
+            want = env.run([env.mlperf_maskrcnn(), "launch", "--system", f, "--scheduler", scheduler, "--dry-run",
+                            "--", "--seed", "5", "--out", "OUT", "--no-progress"])
+            assert want.returncode == 0, want.stderr
+            assert out == want.stdout, f"{f.stem} ({scheduler}):\n{out}\nvs launch --dry-run:\n{want.stdout}"
+            multi += scheduler == "mpirun" and out.startswith("mpirun ")
+    assert multi >= 12, f"expected the multi-rank systems to launch through mpirun, saw {multi}"
+    p = launcher("aws-p3dn.24xlarge", DRY_RUN="1", EXTRA_ARGS="--set launch.threads_per_rank=12")
+    assert p.returncode == 2 and "more than the 6 physical cores" in p.stderr, p.stderr
+    print(f"DRY_RUN of {len(systems)} system files = launch --dry-run (mpirun and slurm); a bad layout: exit 2")
 
     with env.scratch_dir("run-and-time") as tmp:
         tmp = pathlib.Path(tmp)
@@ -70,6 +61,10 @@ def main():
             if r["key"] == "seed":
                 assert r["value"] == 21, r
         assert abs(float(line.group(1)) - (t["run_stop"] - t["run_start"]) / 1000) < 1e-3, (line.group(0), t)
+        kept = result.parent / "runs" / "result_3"
+        for name in ("config.json", "metrics.jsonl", "fingerprint.json", "model.safetensors", "launch.txt"):
+            assert (kept / name).is_file(), f"run folder lacks {name}: {sorted(x.name for x in kept.iterdir())}"
+        assert "train" in (kept / "launch.txt").read_text()
         check = env.run([env.mlperf_maskrcnn(), "check", result])
         assert check.returncode == 0, check.stdout
         print(f"real run: {result.name} written, {line.group(0)}")

@@ -42,6 +42,87 @@ TEST(SystemConfig, OverridesReachTheStructs) {
   EXPECT_EQ(c.resolved["run"]["seed"], 42);
 }
 
+// A file that extends another: written into a scratch folder beside a copy of its base.
+struct ExtendsFixture {
+  std::filesystem::path dir;
+  ExtendsFixture() {
+    dir = std::filesystem::temp_directory_path() / ("mrcnn-extends-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(kSystems + "aws-p3dn.24xlarge.json", dir / "base.json",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  ~ExtendsFixture() { std::filesystem::remove_all(dir); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+};
+
+TEST(SystemConfig, ExtendsAmendsItsBaseKeyByKey) {
+  const SystemConfig base = load_system_config(kSystems + "aws-p3dn.24xlarge.json");
+  const SystemConfig two = load_system_config(kSystems + "aws-p3dn.24xlarge-2n.json");
+  EXPECT_EQ(two.launch.nodes, 2);
+  EXPECT_EQ(two.launch.world_size(), 16);
+  EXPECT_EQ(two.hp.global_batch_size, 128);
+  EXPECT_EQ(two.hp.base_lr, 0.16);                                  // the base's set for batch 128
+  EXPECT_EQ(two.launch.threads_per_rank, base.launch.threads_per_rank);  // inherited
+  EXPECT_EQ(two.launch.env.at("NCCL_SOCKET_IFNAME"), "ens5");       // objects merge key by key
+  EXPECT_EQ(two.launch.env.at("FI_PROVIDER"), "efa");
+  EXPECT_EQ(two.system_description["number_of_nodes"], "2");
+  EXPECT_EQ(two.system_description["host_memory_capacity"], base.system_description["host_memory_capacity"]);
+  EXPECT_FALSE(two.resolved.contains("extends"));  // config.json stands alone
+  EXPECT_EQ(two.name, "aws-p3dn.24xlarge-2n");
+
+  ExtendsFixture f;
+  // null removes a key; a bad inherited value is reported against the file that holds it.
+  const std::string removed =
+      f.write("a.json", R"({"extends": "base.json", "launch": {"env": {"NCCL_SOCKET_IFNAME": null}}})");
+  EXPECT_FALSE(load_system_config(removed).launch.env.contains("NCCL_SOCKET_IFNAME"));
+  const std::string bad_base = f.write("bad_base.json", R"({"extends": "a.json", "run": {"max_epochs": 0}})");
+  try {
+    load_system_config(bad_base);
+    ADD_FAILURE() << "max_epochs 0 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad_base.json: run.max_epochs"), std::string::npos) << e.what();
+  }
+  try {
+    load_system_config(removed, {"launch.threads_per_rank=0"});
+    ADD_FAILURE() << "threads_per_rank 0 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set launch.threads_per_rank=0"), std::string::npos) << e.what();
+  }
+  const std::string inherits_bad = f.write("c.json", R"({"extends": "b2.json"})");
+  f.write("b2.json", R"({"extends": "base.json", "data": {"loader_threads": -1}})");
+  try {
+    load_system_config(inherits_bad);
+    ADD_FAILURE() << "loader_threads -1 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("b2.json: data.loader_threads"), std::string::npos) << e.what();
+  }
+  const std::string loop = f.write("loop.json", R"({"extends": "loop2.json"})");
+  f.write("loop2.json", R"({"extends": "loop.json"})");
+  try {
+    load_system_config(loop);
+    ADD_FAILURE() << "a cycle of extends accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("extends itself"), std::string::npos) << e.what();
+  }
+  const std::string device = f.write("dev.json", R"({"extends": "/dev/zero"})");
+  try {
+    load_system_config(device);
+    ADD_FAILURE() << "a device accepted as a base";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: is not a regular file"), std::string::npos) << e.what();
+  }
+  const std::string missing = f.write("m.json", R"({"extends": "nowhere.json"})");
+  try {
+    load_system_config(missing);
+    ADD_FAILURE() << "a missing base accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("nowhere.json: cannot open"), std::string::npos) << e.what();
+  }
+}
+
 std::string error_of(const std::vector<std::string>& overrides, const std::string& file = "cpu-dev.json") {
   try {
     load_system_config(kSystems + file, overrides);
@@ -113,13 +194,13 @@ TEST(SystemConfig, SetReachesKeysTheFileLeavesOut) {
   EXPECT_FALSE(d.run.checkpoint_every_epoch);
   EXPECT_EQ(d.resolved["run"]["eval_threads"], 1);           // the defaults are written back
   EXPECT_EQ(d.resolved["run"]["initial_weights"], "");
-  EXPECT_EQ(d.resolved["run"]["cache_clear"], true);
+  EXPECT_EQ(d.resolved["run"]["cache_clear"], false);
   const SystemConfig c = load_system_config(
-      s.path.string(), {"run.eval_threads=2", "run.initial_weights=\"w.safetensors\"", "run.cache_clear=false",
+      s.path.string(), {"run.eval_threads=2", "run.initial_weights=\"w.safetensors\"", "run.cache_clear=true",
                         "run.checkpoint_every_epoch=true", "launch.env.FI_PROVIDER=efa"});
   EXPECT_EQ(c.run.eval_threads, 2);
   EXPECT_EQ(c.run.initial_weights, "w.safetensors");
-  EXPECT_FALSE(c.run.cache_clear);
+  EXPECT_TRUE(c.run.cache_clear);
   EXPECT_TRUE(c.run.checkpoint_every_epoch);
   EXPECT_EQ(c.launch.env.at("FI_PROVIDER"), "efa");
   // Every shipped AWS file leaves run.async_eval out; --set still sets it.

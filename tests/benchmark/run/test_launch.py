@@ -1,0 +1,159 @@
+"""`mlperf-maskrcnn launch --dry-run` for every system file and both schedulers, checked against
+the node's topology rather than by string equality: the mpirun command and the Slurm script are
+parsed, and their numbers must place every rank on cores of its own (no core in two ranks, no
+rank with more intra-op threads than physical cores, every core used once where the cores divide
+evenly), one rank per accelerator, and the network environment of the system. The topology is
+read here from the system description, independently of the C++ code.
+Then the layouts that cannot work must be refused with exit 2 and a message naming the key."""
+import json
+import os
+import pathlib
+import re
+import shlex
+import sys
+
+import mrcnn_testenv as env
+
+SYSTEMS = sorted((env.SOURCE_DIR / "systems").glob("*.json"))
+
+
+def resolved(system, *sets):
+    p = env.run([env.mlperf_maskrcnn(), "config", "--system", system, *sets])
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def topology(cfg):
+    sd = cfg["system"]
+    sockets, cores = int(sd["host_processors_per_node"]), int(sd["host_processor_core_count"])
+    vcpus, acc = int(sd["host_processor_vcpu_count"]), int(sd["accelerators_per_node"])
+    assert vcpus % (sockets * cores) == 0
+    return sockets, cores, vcpus // (sockets * cores), acc
+
+
+def launch(system, *args):
+    return env.run([env.mlperf_maskrcnn(), "launch", "--system", system, *args])
+
+
+def check_mpirun(name, cfg, argv):
+    S, C, T, A = topology(cfg)
+    L = cfg["launch"]
+    R, threads, nodes = L["ranks_per_node"], L["threads_per_rank"], L["nodes"]
+    if nodes * R == 1:
+        assert argv[0] != "mpirun" and argv[1] == "train", argv
+        return "1 rank, started directly"
+    assert argv[0] == "mpirun", argv
+    opt = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("-")}
+    assert int(opt["-np"]) == nodes * R, (name, opt["-np"])
+    env_x = dict(argv[i + 1].split("=", 1) for i in range(len(argv) - 1) if argv[i] == "-x")
+    assert int(env_x["OMP_NUM_THREADS"]) == threads
+    for k, v in L.get("env", {}).items():
+        assert env_x[k] == v, (name, k)
+    if L.get("nccl_net_plugin_dir"):
+        assert env_x["LD_LIBRARY_PATH"].split(":")[0] == L["nccl_net_plugin_dir"], name
+    train = argv[argv.index("train") - 1:]
+    assert pathlib.Path(train[0]).name == "mlperf-maskrcnn" and train[2:4] == ["--system", str(pathlib.Path(
+        cfg["_file"]).resolve())], train[:4]
+    if L["cpu_binding"] != "core":
+        return f"{nodes}x{R} ranks, binding {L['cpu_binding']}"
+    m = re.fullmatch(r"ppr:(\d+):socket:PE=(\d+)", opt["--map-by"])
+    assert m, opt["--map-by"]
+    per_socket, pe = int(m[1]), int(m[2])
+    assert opt["--bind-to"] == "core"
+    assert per_socket * S == R, f"{name}: {per_socket} ranks on each of {S} sockets, but {R} ranks per node"
+    assert per_socket * pe <= C, f"{name}: {per_socket} ranks x {pe} cores oversubscribe a {C}-core socket"
+    if C % per_socket == 0:
+        assert per_socket * pe == C, f"{name}: {C - per_socket * pe} cores of each socket left idle"
+    assert threads <= pe, f"{name}: {threads} intra-op threads on {pe} cores"
+    if A:
+        assert R <= A and A % R == 0, f"{name}: {R} ranks for {A} accelerators"
+    return f"{nodes}x{R} ranks, {per_socket} per socket x {pe} cores, {threads} threads"
+
+
+def check_slurm(name, cfg, script):
+    S, C, T, A = topology(cfg)
+    L = cfg["launch"]
+    R, threads, nodes = L["ranks_per_node"], L["threads_per_rank"], L["nodes"]
+    sbatch = dict(re.findall(r"^#SBATCH --([\w-]+)=(\S+)$", script, re.M))
+    assert int(sbatch["nodes"]) == nodes and int(sbatch["ntasks-per-node"]) == R, sbatch
+    assert re.search(rf"^export OMP_NUM_THREADS={threads}$", script, re.M)
+    srun = shlex.split(next(line for line in script.splitlines() if line.startswith("srun ")))
+    assert "--mpi=pmix" in srun and "--kill-on-bad-exit=1" in srun
+    bind = next(a for a in srun if a.startswith("--cpu-bind="))
+    if L["cpu_binding"] == "none":
+        assert bind == "--cpu-bind=none"
+        return f"{nodes}x{R} tasks, unbound"
+    masks = [int(h, 16) for h in bind.split("mask_cpu:")[1].split(",")]
+    assert len(masks) == R, f"{name}: {len(masks)} masks for {R} tasks per node"
+    assert "--mem-bind=local" in srun
+    ncores = S * C
+    seen = set()
+    for i, m in enumerate(masks):
+        cpus = {c for c in range(S * C * T) if m >> c & 1}
+        assert m >> (S * C * T) == 0, f"{name}: rank {i} mask names CPUs the node does not have"
+        assert not cpus & seen, f"{name}: rank {i} shares CPUs {sorted(cpus & seen)} with another rank"
+        seen |= cpus
+        cores = {c % ncores for c in cpus}
+        for core in cores:  # whole cores: every hyper-thread sibling with it
+            assert all(core + h * ncores in cpus for h in range(T)), f"{name}: rank {i} has part of core {core}"
+        assert len({c // C for c in cores}) == 1, f"{name}: rank {i} spans sockets"
+        if L["cpu_binding"] == "core":
+            assert threads <= len(cores), f"{name}: rank {i}: {threads} threads on {len(cores)} cores"
+    if L["cpu_binding"] == "core" and C % (R // S if R >= S else 1) == 0 and R >= S:
+        assert len(seen) == S * C * T, f"{name}: {S * C * T - len(seen)} CPUs used by no rank"
+    return f"{nodes}x{R} tasks, masks {', '.join(hex(m) for m in masks)}"
+
+
+def main():
+    assert len(SYSTEMS) >= 13, SYSTEMS
+    for f in SYSTEMS:
+        cfg = resolved(f)
+        cfg["_file"] = str(f)
+        p = launch(f, "--dry-run", "--", "--seed", "7")
+        assert p.returncode == 0, f"{f.name}: {p.stderr}"
+        what = check_mpirun(f.name, cfg, shlex.split(p.stdout))
+        p = launch(f, "--dry-run", "--scheduler", "slurm", "--", "--seed", "7")
+        assert p.returncode == 0, f"{f.name}: {p.stderr}"
+        what_slurm = check_slurm(f.name, cfg, p.stdout)
+        # the closed systems' global batch is spread evenly: every rank the same number of images
+        assert cfg["hyperparameters"]["global_batch_size"] % (cfg["launch"]["nodes"] * cfg["launch"]["ranks_per_node"]) == 0
+        print(f"{f.name:30s} mpirun: {what}; slurm: {what_slurm}")
+
+    # The multi-node EFA files: EFA through the plugin, never RDMA on V100, NCCL told to use it.
+    p3dn8 = resolved(env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge-8n.json")
+    e = p3dn8["launch"]["env"]
+    assert e["FI_PROVIDER"] == "efa" and e["FI_EFA_USE_DEVICE_RDMA"] == "0" and e["NCCL_NET"] == "AWS Libfabric"
+    assert p3dn8["system"]["number_of_nodes"] == "8" and p3dn8["launch"]["nodes"] == 8
+    assert "FI_PROVIDER" not in resolved(env.SOURCE_DIR / "systems" / "aws-p3.16xlarge-4n.json")["launch"]["env"]
+
+    # --nodes: a one-node file on two nodes.
+    p3dn = env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge.json"
+    p = launch(p3dn, "--nodes", "2", "--dry-run")
+    assert p.returncode == 0 and shlex.split(p.stdout)[1:3] == ["-np", "16"], p.stdout + p.stderr
+
+    refused = [
+        (p3dn, ["--set", "launch.threads_per_rank=12"], "launch.threads_per_rank 12 is more than the 6 physical cores"),
+        (p3dn, ["--set", "launch.ranks_per_node=16"], "does not divide the node's 8 accelerators"),
+        (env.SOURCE_DIR / "systems" / "habana-gaudi-hls1.json", ["--set", "launch.threads_per_rank=6"],
+         "more than the 5 physical cores"),
+        (p3dn, ["--set", 'system.host_processor_vcpu_count="95"'], "not a multiple of the node's 48 physical cores"),
+        (p3dn, ["--set", 'system.number_of_nodes="2"'], "launch.nodes 1 differs from system.number_of_nodes"),
+        (env.SOURCE_DIR / "systems" / "cpu-dev.json", ["--set", "launch.ranks_per_node=4", "--set",
+                                                       "launch.threads_per_rank=1"], "more ranks than cores"),
+    ]
+    for system, args, message in refused:
+        for scheduler in ("mpirun", "slurm"):
+            p = launch(system, "--dry-run", "--scheduler", scheduler, *args)
+            assert p.returncode == 2 and message in p.stderr, f"{system.name} {args}: {p.returncode} {p.stderr}"
+        print(f"refused: {system.name} {' '.join(args)}: {p.stderr.strip().splitlines()[-1][:150]}")
+
+    # Without the dry run, a missing NCCL network plugin stops the launch before anything starts.
+    p = launch(env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge-2n.json", "--set",
+               'launch.nccl_net_plugin_dir="/nonexistent/ofi-nccl/lib"')
+    assert p.returncode == 2 and "no NCCL network plugin" in p.stderr, p.stderr
+    print("refused: a missing aws-ofi-nccl plugin folder")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""A one-node Slurm cluster on this machine, for tests: munged with a fresh key, slurmctld and
+slurmd from Debian's slurm-wlm, a generated slurm.conf (the node as `slurmd -C` sees it, free
+ports, task/affinity for CPU masks, PMIx for MPI), all under one scratch folder and stopped on
+exit. Clients find it through SLURM_CONF (`cluster.env`).
+
+    with SlurmCluster(folder) as cluster:
+        subprocess.run(["sbatch", "--wait", script], env=cluster.env)
+
+By hand: python3 tests/e2e/slurm_cluster.py FOLDER starts one and waits (Ctrl-C stops it);
+`SLURM_CONF=FOLDER/slurm.conf sinfo` shows it.
+"""
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "sinfo", "scontrol")
+
+
+def missing_reason():
+    """Why no cluster can start here, or None."""
+    absent = [d for d in DAEMONS if shutil.which(d) is None]
+    if absent:
+        return (f"{', '.join(absent)} not installed (apt-get install slurm-wlm munge; run_scripts/bootstrap.sh "
+                "installs them)")
+    if os.geteuid() != 0:
+        return "the Slurm and munge daemons of this fixture run as root (SlurmUser=root)"
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SlurmCluster:
+    def __init__(self, folder):
+        self.dir = pathlib.Path(folder)
+        self.conf = self.dir / "slurm.conf"
+        self.env = dict(os.environ, SLURM_CONF=str(self.conf))
+        self.munge_pid = self.dir / "munge" / "munged.pid"
+
+    def _run(self, cmd, check=True):
+        p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=self.env, timeout=60)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"{' '.join(map(str, cmd))}: exit {p.returncode}: {p.stderr.strip()}")
+        return p
+
+    def __enter__(self):
+        d = self.dir
+        for sub in ("munge", "state", "spool", "log"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o755)  # munged wants the socket's folders searchable by everyone
+        os.chmod(d / "munge", 0o755)
+        key, sock = d / "munge" / "munge.key", d / "munge" / "munge.sock"
+        self._run(["mungekey", "--create", "--force", f"--keyfile={key}"])
+        os.chmod(key, 0o600)
+        self._run(["munged", "--force", f"--socket={sock}", f"--key-file={key}", f"--pid-file={self.munge_pid}",
+                   f"--log-file={d / 'munge' / 'munged.log'}", f"--seed-file={d / 'munge' / 'seed'}"])
+        node = self._run(["slurmd", "-C"]).stdout.splitlines()[0]  # "NodeName=vm CPUs=2 ... RealMemory=N"
+        node_name = node.split()[0].split("=", 1)[1]
+        self.conf.write_text("\n".join([
+            "ClusterName=mrcnn-test",
+            f"SlurmctldHost={node_name}(127.0.0.1)",
+            "SlurmUser=root", "SlurmdUser=root",
+            f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
+            f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}",
+            f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.pid'}",
+            f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={d / 'log' / 'slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+            "MpiDefault=none", "ReturnToService=2", "SchedulerType=sched/backfill",
+            "KillWait=5", "MessageTimeout=20",
+            f"{node} NodeAddr=127.0.0.1 State=UNKNOWN",
+            "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO", ""]))
+        try:
+            self._run(["slurmctld", "-c", "-f", self.conf])
+            self._run(["slurmd", "-f", self.conf])
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                state = self._run(["sinfo", "-h", "-o", "%T"], check=False).stdout.strip()
+                if state == "idle":
+                    return self
+                time.sleep(0.5)
+            raise RuntimeError(f"the Slurm node did not come up (state '{state}'): see {d / 'log'}")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc):
+        self._run(["scontrol", "shutdown"], check=False)
+        for pid_file in (self.dir / "slurmd.pid", self.dir / "slurmctld.pid", self.munge_pid):
+            try:
+                pid = int(pid_file.read_text())
+            except (OSError, ValueError):
+                continue
+            for _ in range(50):  # until it is gone (scontrol shutdown stops the Slurm daemons)
+                try:
+                    os.kill(pid, 15)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+        return False
+
+
+if __name__ == "__main__":
+    if missing_reason():
+        sys.exit(missing_reason())
+    with SlurmCluster(sys.argv[1] if len(sys.argv) > 1 else "/tmp/mrcnn-slurm") as c:
+        print(f"Slurm is up: SLURM_CONF={c.conf}  (Ctrl-C stops it)")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
