@@ -12,6 +12,12 @@ void Communicator::allreduce_mean(std::vector<at::Tensor>& tensors, int64_t buck
   for (auto& t : tensors) t.div_(world_size());
 }
 
+std::unique_ptr<Communicator::PendingSum> Communicator::start_allreduce_sum(at::Tensor buffer) {
+  std::vector<at::Tensor> one{std::move(buffer)};
+  allreduce_sum(one, one[0].nbytes() + 1);  // one bucket: the buffer itself
+  return std::make_unique<PendingSum>();
+}
+
 void reduce_in_buckets(std::vector<at::Tensor>& tensors, int64_t bucket_bytes,
                        const std::function<at::Tensor(at::Tensor buffer)>& reduce) {
   size_t i = 0;

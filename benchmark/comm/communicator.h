@@ -36,6 +36,24 @@ class Communicator {
   // In-place sum over ranks of every tensor (float32/float64/int32/int64, any shapes, any
   // device), fused into buckets of at most `bucket_bytes`.
   virtual void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20) = 0;
+  // A sum over ranks started now and finished by wait() (which must be called, by the training
+  // thread, before the buffer is read or the next collective). `buffer` is one contiguous
+  // tensor, reduced in place. Started reductions must be started in the same order on every
+  // rank. The base class reduces at once (wait() has nothing left to do); mpi overlaps CPU
+  // buffers with MPI_Iallreduce, nccl device buffers on a communication stream.
+  class PendingSum {
+   public:
+    virtual ~PendingSum() = default;
+    virtual void wait() {}
+  };
+  virtual std::unique_ptr<PendingSum> start_allreduce_sum(at::Tensor buffer);
+  // Whether start_allreduce_sum may be called from the thread that runs the backward pass for
+  // tensors on `device` (autograd hooks) and returns before the sum is done. When false, start
+  // reductions from the training thread after the backward pass.
+  virtual bool overlaps(const at::Device& device) const { return false; }
+  // Moves started reductions along where the transport needs calls to progress (MPI over TCP).
+  virtual void progress() {}
+
   // In-place copy of root's tensors to every rank.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root = 0) = 0;
   // Concatenates every rank's byte buffer, in rank order, on every rank.

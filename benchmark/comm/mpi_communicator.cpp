@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/comm/communicator.h"
@@ -51,6 +52,18 @@ int layout(const std::vector<int>& sizes, std::vector<int>& offsets) {
   }
   return static_cast<int>(total);
 }
+
+class MpiCommunicator;
+
+// One MPI_Iallreduce in flight.
+struct MpiPendingSum final : Communicator::PendingSum {
+  MpiPendingSum(MpiCommunicator* comm, at::Tensor buffer) : comm(comm), buffer(std::move(buffer)) {}
+  ~MpiPendingSum() override;
+  void wait() override;
+  MpiCommunicator* comm;
+  at::Tensor buffer;  // kept alive while MPI writes into it
+  MPI_Request request = MPI_REQUEST_NULL;
+};
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -102,6 +115,24 @@ class MpiCommunicator final : public Communicator {
       const auto watched = dog_->watch("broadcast");
       check(MPI_Bcast(c.data_ptr(), static_cast<int>(c.numel()), mpi_type(c), root, MPI_COMM_WORLD), "broadcast");
       if (!c.is_same(t)) t.copy_(c);
+    }
+  }
+
+  // CPU buffers: MPI_Iallreduce, moved along by progress() and finished by wait(); others at once.
+  std::unique_ptr<PendingSum> start_allreduce_sum(at::Tensor buffer) override {
+    if (!buffer.is_cpu() || !buffer.is_contiguous()) return Communicator::start_allreduce_sum(std::move(buffer));
+    auto pending = std::make_unique<MpiPendingSum>(this, buffer);
+    check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()), mpi_type(buffer), MPI_SUM,
+                         MPI_COMM_WORLD, &pending->request),
+          "iallreduce");
+    open_.push_back(&pending->request);
+    return pending;
+  }
+  bool overlaps(const at::Device& device) const override { return device.is_cpu(); }
+  void progress() override {
+    for (MPI_Request* r : open_) {
+      int done = 0;
+      if (*r != MPI_REQUEST_NULL) MPI_Test(r, &done, MPI_STATUS_IGNORE);
     }
   }
 
@@ -158,7 +189,20 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm node_ = MPI_COMM_NULL;
   bool owns_init_ = false;
   std::unique_ptr<CollectiveWatchdog> dog_;
+  std::vector<MPI_Request*> open_;  // requests of the started sums not yet waited for
+  friend struct MpiPendingSum;
 };
+
+void MpiPendingSum::wait() {
+  if (request == MPI_REQUEST_NULL) return;
+  const auto watched = comm->dog_->watch("all-reduce");
+  check(MPI_Wait(&request, MPI_STATUS_IGNORE), "iallreduce wait");
+}
+
+MpiPendingSum::~MpiPendingSum() {
+  std::erase(comm->open_, &request);
+  if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);  // never free a buffer MPI writes
+}
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 // 0 and handed to every rank) go through MPI. Compiled when the build has CUDA kernels, MPI and
 // NCCL's header.
 #if MRCNN_HAVE_NCCL
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "benchmark/comm/collective_watchdog.h"
@@ -42,6 +44,20 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
       throw std::runtime_error("NCCL communicator: unsupported dtype " + std::string(c10::toString(t.scalar_type())));
   }
 }
+
+// A sum on the communication stream: wait() orders the caller's current stream after it.
+struct NcclPendingSum final : Communicator::PendingSum {
+  NcclPendingSum(cudaEvent_t done, at::Device device) : done(done), device(device) {}
+  ~NcclPendingSum() override {
+    if (done != nullptr) cudaEventDestroy(done);
+  }
+  void wait() override {
+    c10::cuda::CUDAGuard guard(device);
+    cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device.index()).stream(), done, 0);
+  }
+  cudaEvent_t done;
+  at::Device device;
+};
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -117,6 +133,33 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  // Device buffers: reduced on a communication stream once the compute stream has produced them
+  // (an event between the two); wait() makes the caller's stream wait for the sum. No host sync.
+  std::unique_ptr<PendingSum> start_allreduce_sum(at::Tensor buffer) override {
+    if (!buffer.is_cuda() || !buffer.is_contiguous()) return Communicator::start_allreduce_sum(std::move(buffer));
+    c10::cuda::CUDAGuard guard(device_);
+    const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
+    if (!comm_stream_) comm_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index());
+    const cudaStream_t side = comm_stream_->stream();
+    cudaEvent_t ready = nullptr, done = nullptr;
+    cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    cudaEventRecord(ready, compute);
+    cudaStreamWaitEvent(side, ready, 0);
+    cudaEventDestroy(ready);
+    check(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<size_t>(buffer.numel()), nccl_type(buffer),
+                        ncclSum, comm_, side),
+          "all-reduce");
+    c10::cuda::CUDACachingAllocator::recordStream(buffer.storage().data_ptr(), *comm_stream_);
+    cudaEventRecord(done, side);
+    {
+      c10::cuda::CUDAStreamGuard on_side(*comm_stream_);
+      enqueued("all-reduce");
+    }
+    return std::make_unique<NcclPendingSum>(done, device_);
+  }
+  bool overlaps(const at::Device& device) const override { return device.is_cuda(); }
+
   std::vector<std::string> allgather_bytes(const std::string& mine) override { return mpi_->allgather_bytes(mine); }
   std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
     return mpi_->gather_bytes(mine, root);
@@ -170,6 +213,7 @@ class NcclCommunicator final : public Communicator {
   double timeout_s_ = 0;
   at::Device device_{at::kCUDA, 0};
   ncclComm_t comm_ = nullptr;
+  std::optional<c10::cuda::CUDAStream> comm_stream_;
   std::mutex mu_;
   std::deque<Pending> pending_;
   std::unique_ptr<CollectiveWatchdog> dog_;  // last: its thread stops before the rest goes

@@ -48,6 +48,7 @@ void fields(V& v, LaunchSettings& l) {
   v("sbatch_args", l.sbatch_args);
   v("nccl_net_plugin_dir", l.nccl_net_plugin_dir);
   v("collective_timeout_s", l.collective_timeout_s, {.range = {.min = 1, .max = 86400}});
+  v("overlap_allreduce", l.overlap_allreduce);
 }
 
 template <class V>

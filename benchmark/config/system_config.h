@@ -59,6 +59,8 @@ struct LaunchSettings {
   // A collective that waits longer than this for the other ranks ends its rank (and so the job):
   // a hung or dead peer must not hold the others forever.
   double collective_timeout_s = 900;
+  // Several ranks: reduce gradient buckets while the backward pass runs (false: after it).
+  bool overlap_allreduce = true;
 
   int64_t world_size() const { return nodes * ranks_per_node; }
 };

@@ -106,6 +106,7 @@ train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device)
           .gradient_clip_norm = h.gradient_clip_norm,
           .seed = static_cast<uint64_t>(c.run.seed),
           .same_stream_on_every_rank = c.model.sampling_streams == model::SamplingStreams::kPerImage,
+          .overlap_allreduce = c.launch.overlap_allreduce,
           .device = device};
 }
 

@@ -19,7 +19,14 @@ Trainer::Trainer(TrainableModel& model, TrainerOptions options, comm::Communicat
   if (options_.gradient_clip_norm < 0 || !std::isfinite(options_.gradient_clip_norm))
     throw std::invalid_argument("gradient_clip_norm must be >= 0 (0 disables clipping)");
   if (sgd_.parameters().empty()) throw std::invalid_argument("the model has no trainable parameters");
+  if (comm_.world_size() > 1 && options_.overlap_allreduce) {
+    std::vector<at::Tensor> tensors;
+    for (const auto& p : sgd_.parameters()) tensors.push_back(p.tensor);
+    reducer_ = std::make_unique<GradientReducer>(std::move(tensors), comm_);
+  }
 }
+
+Trainer::~Trainer() = default;
 
 // Each part of a step is a named scope for profiles (`train --profile`): mrcnn::train_step holds
 // mrcnn::forward (the model's own stages inside), mrcnn::backward, mrcnn::allreduce and
@@ -68,11 +75,15 @@ StepResult Trainer::step(const model::Batch& batch) {
 
   {
     RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
+    if (reducer_) reducer_->prepare();
     scaler_.scale_loss(total).backward();
   }
 
   const auto& params = sgd_.parameters();
-  if (comm_.world_size() > 1) {
+  if (reducer_) {
+    RECORD_FUNCTION("mrcnn::allreduce", std::vector<c10::IValue>());
+    reducer_->finish();
+  } else if (comm_.world_size() > 1) {
     RECORD_FUNCTION("mrcnn::allreduce", std::vector<c10::IValue>());
     std::vector<at::Tensor> grads;
     // Every parameter takes part (a zero gradient where this rank's batch did not reach it), so

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "benchmark/comm/communicator.h"
+#include "benchmark/train/gradient_reducer.h"
 #include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/lr_schedule.h"
 #include "benchmark/train/sgd.h"
@@ -60,6 +61,9 @@ struct TrainerOptions {
   // streams keyed by the image (model sampling_streams "per_image"), an image then gets the same
   // samples whichever rank trains it, so the run does not depend on the rank count.
   bool same_stream_on_every_rank = false;
+  // Several ranks: reduce gradient buckets while the backward pass runs (GradientReducer), or
+  // all of them after it.
+  bool overlap_allreduce = true;
   at::Device device = at::kCPU;
 };
 
@@ -91,6 +95,7 @@ class Trainer {
  public:
   // `model` and `comm` must outlive the trainer.
   Trainer(TrainableModel& model, TrainerOptions options, comm::Communicator& comm);
+  ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
@@ -113,6 +118,7 @@ class Trainer {
   LrSchedule schedule_;
   Sgd sgd_;
   LossScaler scaler_;
+  std::unique_ptr<GradientReducer> reducer_;  // several ranks with overlap_allreduce
   int64_t step_ = 0;
 };
 

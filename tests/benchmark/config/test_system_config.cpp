@@ -74,53 +74,32 @@ TEST(SystemConfig, ExtendsAmendsItsBaseKeyByKey) {
   EXPECT_EQ(two.name, "aws-p3dn.24xlarge-2n");
 
   ExtendsFixture f;
+  // The error loading a file gives ("" when it loads).
+  auto error = [](const std::string& path, const std::vector<std::string>& overrides = {}) -> std::string {
+    try {
+      load_system_config(path, overrides);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
   // null removes a key; a bad inherited value is reported against the file that holds it.
   const std::string removed =
       f.write("a.json", R"({"extends": "base.json", "launch": {"env": {"NCCL_SOCKET_IFNAME": null}}})");
   EXPECT_FALSE(load_system_config(removed).launch.env.contains("NCCL_SOCKET_IFNAME"));
-  const std::string bad_base = f.write("bad_base.json", R"({"extends": "a.json", "run": {"max_epochs": 0}})");
-  try {
-    load_system_config(bad_base);
-    ADD_FAILURE() << "max_epochs 0 accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad_base.json: run.max_epochs"), std::string::npos) << e.what();
-  }
-  try {
-    load_system_config(removed, {"launch.threads_per_rank=0"});
-    ADD_FAILURE() << "threads_per_rank 0 accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("--set launch.threads_per_rank=0"), std::string::npos) << e.what();
-  }
+  const std::string own = f.write("bad_base.json", R"({"extends": "a.json", "run": {"max_epochs": 0}})");
+  EXPECT_NE(error(own).find("bad_base.json: run.max_epochs"), std::string::npos) << error(own);
+  EXPECT_NE(error(removed, {"launch.threads_per_rank=0"}).find("--set launch.threads_per_rank=0"), std::string::npos);
   const std::string inherits_bad = f.write("c.json", R"({"extends": "b2.json"})");
   f.write("b2.json", R"({"extends": "base.json", "data": {"loader_threads": -1}})");
-  try {
-    load_system_config(inherits_bad);
-    ADD_FAILURE() << "loader_threads -1 accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("b2.json: data.loader_threads"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error(inherits_bad).find("b2.json: data.loader_threads"), std::string::npos) << error(inherits_bad);
   const std::string loop = f.write("loop.json", R"({"extends": "loop2.json"})");
   f.write("loop2.json", R"({"extends": "loop.json"})");
-  try {
-    load_system_config(loop);
-    ADD_FAILURE() << "a cycle of extends accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("extends itself"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error(loop).find("extends itself"), std::string::npos) << error(loop);
   const std::string device = f.write("dev.json", R"({"extends": "/dev/zero"})");
-  try {
-    load_system_config(device);
-    ADD_FAILURE() << "a device accepted as a base";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("/dev/zero: is not a regular file"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error(device).find("/dev/zero: is not a regular file"), std::string::npos) << error(device);
   const std::string missing = f.write("m.json", R"({"extends": "nowhere.json"})");
-  try {
-    load_system_config(missing);
-    ADD_FAILURE() << "a missing base accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("nowhere.json: cannot open"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error(missing).find("nowhere.json: cannot open"), std::string::npos) << error(missing);
 }
 
 std::string error_of(const std::vector<std::string>& overrides, const std::string& file = "cpu-dev.json") {

@@ -1,0 +1,135 @@
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "benchmark/train/gradient_reducer.h"
+
+namespace mrcnn::train {
+namespace {
+
+// Two ranks that computed the same gradients, as seen from one of them: every sum doubles the
+// buffer. Records each start: its size, and whether the backward pass was still running.
+class TwinRanks final : public comm::Communicator {
+ public:
+  bool in_backward = false;
+  struct Start {
+    int64_t numel;
+    bool during_backward;
+  };
+  std::vector<Start> starts;
+  int progress_calls = 0;
+
+  std::string backend() const override { return "twin"; }
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 2; }
+  void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t) override {
+    for (auto& t : tensors) t.mul_(2);
+  }
+  std::unique_ptr<PendingSum> start_allreduce_sum(at::Tensor buffer) override {
+    starts.push_back({buffer.numel(), in_backward});
+    buffer.mul_(2);
+    return std::make_unique<PendingSum>();
+  }
+  bool overlaps(const at::Device& device) const override { return overlap && device.is_cpu(); }
+  void progress() override { ++progress_calls; }
+  void broadcast(std::vector<at::Tensor>&, int) override {}
+  std::vector<std::string> allgather_bytes(const std::string& m) override { return {m, m}; }
+  std::vector<std::string> gather_bytes(const std::string& m, int) override { return {m, m}; }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+  bool overlap = true;
+};
+
+// A small network of three layers, the middle one unused by the loss (its gradient never
+// arrives); one parameter channels-last, as the convolutions of the real model.
+struct Net {
+  at::Tensor w1 = at::randn({64, 32}).set_requires_grad(true);
+  at::Tensor unused = at::randn({16}).set_requires_grad(true);
+  at::Tensor conv = at::randn({8, 4, 3, 3}).contiguous(at::MemoryFormat::ChannelsLast).set_requires_grad(true);
+  at::Tensor w2 = at::randn({32, 8}).set_requires_grad(true);
+  std::vector<at::Tensor> params() const { return {w1, unused, conv, w2}; }
+  at::Tensor loss(const at::Tensor& x) const {
+    return (x.mm(w1).mm(w2)).pow(2).mean() + conv.pow(3).sum();
+  }
+};
+
+std::vector<at::Tensor> plain_gradients(const Net& net, const at::Tensor& x) {
+  for (auto p : net.params()) p.mutable_grad() = at::Tensor();
+  net.loss(x).backward();
+  std::vector<at::Tensor> g;
+  for (const auto& p : net.params()) g.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
+  return g;
+}
+
+void run_reducer(bool overlap) {
+  at::manual_seed(3);
+  Net net;
+  const at::Tensor x = at::randn({5, 64});
+  const auto expected = plain_gradients(net, x);
+  TwinRanks comm;
+  comm.overlap = overlap;
+  // Buckets of 8 KiB: w2 (1 KiB) and conv (1.1 KiB) share one, unused another, w1 (8 KiB) its own.
+  GradientReducer reducer(net.params(), comm, 8 << 10);
+  EXPECT_EQ(reducer.bucket_count(), 2);
+  for (int step = 0; step < 2; ++step) {  // twice: the reducer starts each step afresh
+    for (auto p : net.params()) p.mutable_grad() = at::Tensor();
+    comm.starts.clear();
+    reducer.prepare();
+    comm.in_backward = true;
+    net.loss(x).backward();
+    comm.in_backward = false;
+    reducer.finish();
+    // The mean over two identical ranks is this rank's gradient, bit for bit; the unused
+    // parameter gets zeros; the channels-last gradient keeps its layout.
+    const auto params = net.params();
+    for (size_t k = 0; k < params.size(); ++k) {
+      ASSERT_TRUE(params[k].grad().defined()) << k;
+      EXPECT_TRUE(at::equal(params[k].grad(), expected[k])) << "parameter " << k << " step " << step;
+    }
+    EXPECT_TRUE(at::equal(net.unused.grad(), at::zeros_like(net.unused)));
+    EXPECT_TRUE(net.conv.grad().is_contiguous(at::MemoryFormat::ChannelsLast));
+    // Buckets start in order, last layers first; with overlap the first starts inside backward.
+    ASSERT_EQ(comm.starts.size(), 2u);
+    EXPECT_EQ(comm.starts[0].numel, 32 * 8 + 8 * 4 * 3 * 3 + 16);
+    EXPECT_EQ(comm.starts[1].numel, 64 * 32);
+    EXPECT_EQ(comm.starts[0].during_backward, false);  // it holds the unused parameter: finish() starts it
+    EXPECT_EQ(comm.starts[1].during_backward, false);  // and w1's waits for it, in order
+  }
+}
+
+TEST(GradientReducer, OverlappedMeanEqualsTheGradientsAndStartsInOrder) { run_reducer(true); }
+TEST(GradientReducer, AfterBackwardGivesTheSameGradients) { run_reducer(false); }
+
+TEST(GradientReducer, ABucketCompleteDuringBackwardStartsThere) {
+  at::manual_seed(4);
+  Net net;
+  const at::Tensor x = at::randn({5, 64});
+  const auto expected = plain_gradients(net, x);
+  TwinRanks comm;
+  // Tiny buckets: one per parameter, in reverse order: w2, conv, unused, w1.
+  GradientReducer reducer(net.params(), comm, 1);
+  EXPECT_EQ(reducer.bucket_count(), 4);
+  for (auto p : net.params()) p.mutable_grad() = at::Tensor();
+  reducer.prepare();
+  comm.in_backward = true;
+  net.loss(x).backward();
+  comm.in_backward = false;
+  reducer.finish();
+  ASSERT_EQ(comm.starts.size(), 4u);
+  EXPECT_TRUE(comm.starts[0].during_backward);   // w2
+  EXPECT_TRUE(comm.starts[1].during_backward);   // conv
+  EXPECT_FALSE(comm.starts[2].during_backward);  // unused: only finish() knows it gets nothing
+  EXPECT_FALSE(comm.starts[3].during_backward);  // w1 waits for it
+  EXPECT_GT(comm.progress_calls, 0);
+  const auto params = net.params();
+  for (size_t k = 0; k < params.size(); ++k) EXPECT_TRUE(at::equal(params[k].grad(), expected[k])) << k;
+}
+
+}  // namespace
+}  // namespace mrcnn::train
