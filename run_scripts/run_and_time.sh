@@ -29,7 +29,10 @@ bin="$BUILD_DIR/benchmark/mlperf-maskrcnn"
 [[ -x "$bin" ]] || { echo "run_and_time: $bin not built (run_scripts/bootstrap.sh, then cmake --build)" >&2; exit 2; }
 
 py="$repo/.venv/bin/python"
-out_root="$(mktemp -d -t "mrcnn-$SYSTEM-XXXX")"
+# The run writes under RESULTS_DIR (rank 0 may run on another node: with several nodes it must be
+# a folder every node shares), then its folder is filed below.
+mkdir -p "$RESULTS_DIR/.inflight"
+out_root="$(mktemp -d -p "$RESULTS_DIR/.inflight" "$SYSTEM-XXXX")"
 trap 'rm -rf "$out_root"' EXIT
 
 # `launch` builds the command from the system file: mpirun with the rank count, core binding and
@@ -74,5 +77,9 @@ if [[ -f "$log" ]]; then
   result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$RESULT_INDEX.txt")
   echo "RESULT,MASKRCNN,$SEED,$result,mlperf-maskrcnn,$start_fmt"
   echo "result file: $dest/result_$RESULT_INDEX.txt (run folder: $kept)"
+elif [[ $ret_code == 0 || $ret_code == 3 ]]; then
+  echo "run_and_time: the run ended ($ret_code) but left no MLPerf log in $out_root: did rank 0 run on" \
+       "another node? RESULTS_DIR ($RESULTS_DIR) must be a folder every node shares" >&2
+  exit 1
 fi
 exit $ret_code

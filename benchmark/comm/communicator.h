@@ -83,7 +83,8 @@ std::unique_ptr<Communicator> make_local_communicator();
 
 struct CommunicatorOptions {
   // A collective that waits longer for the other ranks ends this rank with a message (and the
-  // launcher then ends the job): see collective_watchdog.h. 0: wait forever.
+  // launcher then ends the job): see collective_watchdog.h. 0: wait forever (the system files'
+  // launch.collective_timeout_s is at least 1 s).
   double collective_timeout_s = 0;
   // nccl: the GPU of local rank r is r * device_stride (ranks that share out a node's GPUs).
   int device_stride = 1;

@@ -201,7 +201,9 @@ void MpiPendingSum::wait() {
 
 MpiPendingSum::~MpiPendingSum() {
   std::erase(comm->open_, &request);
-  if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);  // never free a buffer MPI writes
+  if (request == MPI_REQUEST_NULL) return;
+  const auto watched = comm->dog_->watch("all-reduce");  // never free a buffer MPI writes into
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
 }
 
 }  // namespace

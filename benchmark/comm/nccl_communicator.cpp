@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -78,9 +79,15 @@ class NcclCommunicator final : public Communicator {
         mpi_->allgather_bytes(std::string(reinterpret_cast<const char*>(&id), sizeof id));
     std::memcpy(&id, ids.at(0).data(), sizeof id);
     c10::cuda::CUDAGuard guard(device_);
-    check(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "init");
-    // NCCL calls return at once; the device work they leave is watched from the watchdog's thread.
+    // Host calls that may block on the peers (the set-up, connections made at the first
+    // collective) are watched as they run; the device work NCCL calls leave, from the
+    // watchdog's thread through events.
     dog_ = std::make_unique<CollectiveWatchdog>(mpi_->rank(), timeout_s_, [this] { return device_problem(); });
+    {
+      const auto watched = dog_->watch("NCCL set-up");
+      check(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "init");
+    }
+    ready_ = true;
   }
   ~NcclCommunicator() override {
     dog_.reset();
@@ -107,6 +114,7 @@ class NcclCommunicator final : public Communicator {
     }
     reduce_in_buckets(gpu, bucket_bytes, [this](at::Tensor buffer) {
       c10::cuda::CUDAGuard guard(device_);
+      const auto watched = dog_->watch("NCCL all-reduce");
       check(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<size_t>(buffer.numel()), nccl_type(buffer),
                           ncclSum, comm_, c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
             "all-reduce");
@@ -125,6 +133,7 @@ class NcclCommunicator final : public Communicator {
       }
       at::Tensor c = t.contiguous();
       c10::cuda::CUDAGuard guard(device_);
+      const auto watched = dog_->watch("NCCL broadcast");
       check(ncclBroadcast(c.data_ptr(), c.data_ptr(), static_cast<size_t>(c.numel()), nccl_type(c), root, comm_,
                           c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
             "broadcast");
@@ -147,6 +156,7 @@ class NcclCommunicator final : public Communicator {
     cudaEventRecord(ready, compute);
     cudaStreamWaitEvent(side, ready, 0);
     cudaEventDestroy(ready);
+    const auto watched = dog_->watch("NCCL all-reduce");
     check(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<size_t>(buffer.numel()), nccl_type(buffer),
                         ncclSum, comm_, side),
           "all-reduce");
@@ -187,6 +197,7 @@ class NcclCommunicator final : public Communicator {
 
   // Called by the watchdog's thread: "" while the device's collectives progress.
   std::string device_problem() {
+    if (!ready_) return "";  // ncclCommInitRank still running: watched as a host call
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
       return std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async);
@@ -213,6 +224,7 @@ class NcclCommunicator final : public Communicator {
   double timeout_s_ = 0;
   at::Device device_{at::kCUDA, 0};
   ncclComm_t comm_ = nullptr;
+  std::atomic<bool> ready_{false};  // comm_ is set up (read by the watchdog's thread)
   std::optional<c10::cuda::CUDAStream> comm_stream_;
   std::mutex mu_;
   std::deque<Pending> pending_;

@@ -385,9 +385,9 @@ Json read_system_file(const std::string& path, Origins& origins, std::vector<std
   if (!base.is_object()) throw ConfigError(base_path + ": expected a JSON object with the sections of a system file");
   j.erase("extends");
   base.erase("comment");  // the base's description of itself is not this file's
-  merge_patch(base, j, "", base_path, origins);
-  for (const auto& [p, from] : base_origins)  // what the base inherited, unless this file set it
+  for (const auto& [p, from] : base_origins)  // what the base inherited, unless this file sets it
     if (!patch_sets(j, p)) origins.try_emplace(p, from);
+  merge_patch(base, j, "", base_path, origins);  // the base's own values (emplace: the above stay)
   return base;
 }
 

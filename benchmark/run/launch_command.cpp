@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -111,6 +112,10 @@ int launch_main(int argc, char** argv) {
                                 " (install aws-ofi-nccl there: without it NCCL would fall back to TCP sockets)");
     if (scheduler == "mpirun") {
       command = mpirun_command(cfg, plan, req);
+      if (command.front() != "mpirun" && !dry_run) {  // started directly: the rank environment here
+        const char* ld = std::getenv("LD_LIBRARY_PATH");
+        for (const auto& [k, v] : rank_environment(cfg, ld ? ld : "")) ::setenv(k.c_str(), v.c_str(), 1);
+      }
       if (dry_run) {
         for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
         std::printf("\n");

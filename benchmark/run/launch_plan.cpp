@@ -80,6 +80,9 @@ LaunchPlan plan_launch(const config::SystemConfig& c) {
   const NodeTopology& t = p.node;
   const auto& l = c.launch;
   const int ranks = static_cast<int>(l.ranks_per_node);
+  if (l.world_size() > 1 && l.communicator == "local")
+    throw ConfigError(c.source("launch.communicator") + ": launch.communicator \"local\" is one process, but launch asks for " +
+                      std::to_string(l.world_size()) + " ranks (use \"mpi\", \"nccl\" or \"auto\")");
   const std::string at = c.source("launch.ranks_per_node") + ": launch.ranks_per_node " + std::to_string(ranks);
   if (on_accelerators(c)) {
     if (t.accelerators == 0)
@@ -124,11 +127,10 @@ LaunchPlan plan_launch(const config::SystemConfig& c) {
 }
 
 int accelerator_of(const config::SystemConfig& c, int local_rank) {
-  const config::Json& sd = c.system_description;
   int accelerators = 0;
-  if (sd.contains("accelerators_per_node") && sd["accelerators_per_node"].is_string()) {
-    const std::string s = sd["accelerators_per_node"].get<std::string>();
-    std::from_chars(s.data(), s.data() + s.size(), accelerators);
+  try {
+    accelerators = node_topology(c).accelerators;
+  } catch (const ConfigError&) {  // no usable topology: one accelerator per local rank
   }
   const int ranks = static_cast<int>(c.launch.ranks_per_node);
   if (accelerators <= 0 || accelerators % ranks != 0) return local_rank;
@@ -150,12 +152,15 @@ std::vector<std::string> mpirun_command(const config::SystemConfig& c, const Lau
   if (l.world_size() == 1 && req.hostfile.empty()) return req.rank_command;
   std::vector<std::string> args{"mpirun", "-np", std::to_string(l.world_size())};
   if (!req.hostfile.empty()) args.insert(args.end(), {"--hostfile", req.hostfile});
-  const std::string rps = std::to_string(p.ranks_per_socket);
+  // Ranks per socket; fewer ranks than sockets: ranks per node (each on its own socket's cores).
+  const bool per_node = l.ranks_per_node < p.node.sockets;
+  const std::string ppr = per_node ? "ppr:" + std::to_string(l.ranks_per_node) + ":node"
+                                   : "ppr:" + std::to_string(p.ranks_per_socket) + ":socket";
   if (l.cpu_binding == "core")
-    args.insert(args.end(), {"--map-by", "ppr:" + rps + ":socket:PE=" + std::to_string(p.cores_per_rank), "--bind-to",
-                             "core", "--report-bindings"});
+    args.insert(args.end(), {"--map-by", ppr + ":PE=" + std::to_string(p.cores_per_rank), "--bind-to", "core",
+                             "--report-bindings"});
   else if (l.cpu_binding == "socket")
-    args.insert(args.end(), {"--map-by", "ppr:" + rps + ":socket", "--bind-to", "socket", "--report-bindings"});
+    args.insert(args.end(), {"--map-by", ppr, "--bind-to", "socket", "--report-bindings"});
   else
     args.insert(args.end(), {"--map-by", "ppr:" + std::to_string(l.ranks_per_node) + ":node", "--bind-to", "none"});
   if (l.cpu_binding != "none")  // each rank's memory on its own socket
@@ -184,6 +189,7 @@ std::string slurm_script(const config::SystemConfig& c, const LaunchPlan& p, con
     << "#SBATCH --nodes=" << l.nodes << "\n"
     << "#SBATCH --ntasks-per-node=" << l.ranks_per_node << "\n"
     << "#SBATCH --exclusive\n";
+  if (c.run.device.starts_with("cuda")) s << "#SBATCH --gpus-per-node=" << t.accelerators << "\n";
   for (const auto& a : l.sbatch_args) s << "#SBATCH " << a << "\n";
   s << "set -euo pipefail\n";
   for (const auto& [k, v] : l.env) s << "export " << k << "=" << shell_quoted(v) << "\n";

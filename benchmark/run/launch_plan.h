@@ -10,9 +10,11 @@
 //                    hyper-thread siblings, for the loader and scoring threads), the socket's
 //                    memory and, on an accelerator system, the accelerator local_rank x
 //                    (accelerators / ranks) -- which sits on that same socket.
-//   mpirun           -np / --npernode / --map-by ppr:<ranks per socket>:socket:PE=<cores per
-//                    rank> --bind-to core, memory kept local, the network environment.
-//   Slurm            a batch script: #SBATCH nodes and tasks per node, srun with --mpi=pmix,
+//   mpirun           -np / --map-by ppr:<ranks per socket>:socket:PE=<cores per rank> (or
+//                    ppr:<ranks>:node:PE=... with fewer ranks than sockets) --bind-to core,
+//                    memory kept local, the network environment.
+//   Slurm            a batch script: #SBATCH nodes, tasks per node, exclusive nodes and (CUDA)
+//                    --gpus-per-node, srun with --mpi=pmix,
 //                    --cpu-bind=mask_cpu (one mask per local rank), --mem-bind=local,
 //                    --kill-on-bad-exit.
 //
@@ -23,7 +25,8 @@
 // Impossible layouts are refused with a ConfigError naming the keys: ranks that do not divide
 // the accelerators or spread evenly over the sockets, more intra-op threads per rank than the
 // physical cores it owns (hyper-threads do not count: two busy threads on one core run at the
-// speed of about one), or more ranks than cores.
+// speed of about one), more ranks than cores, or several ranks on the one-process communicator.
+// The Slurm masks rely on the numbering above; mpirun asks hwloc for the real topology.
 #pragma once
 
 #include <string>
@@ -73,8 +76,8 @@ struct LaunchRequest {
   std::string hostfile;                   // mpirun: the nodes (empty: this node, or the scheduler's)
 };
 
-// "mpirun -np N --npernode R <binding> [-x K=V ...] -x OMP_NUM_THREADS=T <mpirun_args> <rank
-// command>", as a list of arguments; the rank command alone for a single-rank system.
+// "mpirun -np N [--hostfile F] <mapping and binding> [-x K=V ...] <mpirun_args> <rank command>",
+// as a list of arguments; the rank command alone for a single-rank system on this node.
 std::vector<std::string> mpirun_command(const config::SystemConfig& config, const LaunchPlan& plan,
                                         const LaunchRequest& request);
 

@@ -52,6 +52,7 @@ void GradientReducer::prepare() {
 }
 
 void GradientReducer::on_gradient(size_t k, const at::Tensor& grad) {
+  if (!grad.defined()) return;  // nothing reached it: finish() fills zeros
   if (arrived_[k])
     throw std::logic_error("GradientReducer: parameter " + std::to_string(k) + " received two gradients in one pass");
   arrived_[k] = true;

@@ -39,7 +39,10 @@ StepResult Trainer::step(const model::Batch& batch) {
   r.images = batch.size();
 
   model_.set_training(true);
-  model_.set_step_seed(seeding::step_seed(options_.seed, options_.same_stream_on_every_rank ? 0 : comm_.rank(), step_));
+  // One stream for all ranks only where images carry their own keys (their ids): without ids an
+  // image's key is its position in the batch, the same on every rank.
+  const bool shared = options_.same_stream_on_every_rank && !batch.image_ids.empty();
+  model_.set_step_seed(seeding::step_seed(options_.seed, shared ? 0 : comm_.rank(), step_));
   sgd_.zero_grad();
   const auto losses = [&] {
     RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());

@@ -57,9 +57,9 @@ struct TrainerOptions {
   double gradient_clip_norm = 0.0;
   // The run's seed: step s of rank r draws its samples from seeding::step_seed(seed, r, s).
   uint64_t seed = 0;
-  // Every rank draws from rank 0's step stream: for a model whose samples come from per-image
-  // streams keyed by the image (model sampling_streams "per_image"), an image then gets the same
-  // samples whichever rank trains it, so the run does not depend on the rank count.
+  // Every rank draws from rank 0's step stream (for batches that carry image ids): for a model
+  // whose samples come from per-image streams keyed by the image (model sampling_streams
+  // "per_image"), an image then gets the same samples whichever rank trains it.
   bool same_stream_on_every_rank = false;
   // Several ranks: reduce gradient buckets while the backward pass runs (GradientReducer), or
   // all of them after it.

@@ -93,6 +93,11 @@ TEST(SystemConfig, ExtendsAmendsItsBaseKeyByKey) {
   const std::string inherits_bad = f.write("c.json", R"({"extends": "b2.json"})");
   f.write("b2.json", R"({"extends": "base.json", "data": {"loader_threads": -1}})");
   EXPECT_NE(error(inherits_bad).find("b2.json: data.loader_threads"), std::string::npos) << error(inherits_bad);
+  // Three levels: a value the middle file only inherits is blamed on the file that holds it.
+  f.write("base_bad.json", R"({"extends": "base.json", "run": {"eval_threads": 0}})");
+  f.write("middle.json", R"({"extends": "base_bad.json", "launch": {"threads_per_rank": 3}})");
+  const std::string top = f.write("top.json", R"({"extends": "middle.json", "data": {"loader_threads": 1}})");
+  EXPECT_NE(error(top).find("base_bad.json: run.eval_threads"), std::string::npos) << error(top);
   const std::string loop = f.write("loop.json", R"({"extends": "loop2.json"})");
   f.write("loop2.json", R"({"extends": "loop.json"})");
   EXPECT_NE(error(loop).find("extends itself"), std::string::npos) << error(loop);

@@ -56,10 +56,13 @@ def check_mpirun(name, cfg, argv):
         cfg["_file"]).resolve())], train[:4]
     if L["cpu_binding"] != "core":
         return f"{nodes}x{R} ranks, binding {L['cpu_binding']}"
-    m = re.fullmatch(r"ppr:(\d+):socket:PE=(\d+)", opt["--map-by"])
+    m = re.fullmatch(r"ppr:(\d+):(socket|node):PE=(\d+)", opt["--map-by"])
     assert m, opt["--map-by"]
-    per_socket, pe = int(m[1]), int(m[2])
+    per_socket, pe = int(m[1]), int(m[3])
     assert opt["--bind-to"] == "core"
+    if m[2] == "node":  # fewer ranks than sockets: each rank on cores of one socket
+        assert R < S and per_socket == R and pe <= C and threads <= pe, (name, opt["--map-by"])
+        return f"{nodes}x{R} ranks, {R} per node (fewer than its {S} sockets) x {pe} cores, {threads} threads"
     assert per_socket * S == R, f"{name}: {per_socket} ranks on each of {S} sockets, but {R} ranks per node"
     assert per_socket * pe <= C, f"{name}: {per_socket} ranks x {pe} cores oversubscribe a {C}-core socket"
     if C % per_socket == 0:
@@ -76,6 +79,8 @@ def check_slurm(name, cfg, script):
     R, threads, nodes = L["ranks_per_node"], L["threads_per_rank"], L["nodes"]
     sbatch = dict(re.findall(r"^#SBATCH --([\w-]+)=(\S+)$", script, re.M))
     assert int(sbatch["nodes"]) == nodes and int(sbatch["ntasks-per-node"]) == R, sbatch
+    if cfg["run"]["device"].startswith("cuda"):
+        assert int(sbatch["gpus-per-node"]) == A, (name, sbatch)
     assert re.search(rf"^export OMP_NUM_THREADS={threads}$", script, re.M)
     srun = shlex.split(next(line for line in script.splitlines() if line.startswith("srun ")))
     assert "--mpi=pmix" in srun and "--kill-on-bad-exit=1" in srun
@@ -130,6 +135,18 @@ def main():
     p3dn = env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge.json"
     p = launch(p3dn, "--nodes", "2", "--dry-run")
     assert p.returncode == 0 and shlex.split(p.stdout)[1:3] == ["-np", "16"], p.stdout + p.stderr
+    # One rank per node on a two-socket node: one rank on each node, not two on the first.
+    one = ["--nodes", "2", "--set", "launch.ranks_per_node=1", "--set", "hyperparameters.global_batch_size=64"]
+    cfg = resolved(p3dn, "--set", "launch.nodes=2", "--set", 'system.number_of_nodes="2"',
+                   "--set", "launch.ranks_per_node=1")
+    cfg["_file"] = str(p3dn)
+    p = launch(p3dn, *one, "--dry-run")
+    assert p.returncode == 0, p.stderr
+    print(f"aws-p3dn.24xlarge, 2 nodes x 1 rank: mpirun: {check_mpirun('p3dn 2x1', cfg, shlex.split(p.stdout))}")
+    assert "ppr:1:node:PE=24" in p.stdout, p.stdout
+    p = launch(p3dn, *one, "--dry-run", "--scheduler", "slurm")
+    assert p.returncode == 0, p.stderr
+    print(f"aws-p3dn.24xlarge, 2 nodes x 1 rank: slurm: {check_slurm('p3dn 2x1', cfg, p.stdout)}")
 
     refused = [
         (p3dn, ["--set", "launch.threads_per_rank=12"], "launch.threads_per_rank 12 is more than the 6 physical cores"),
@@ -139,7 +156,11 @@ def main():
         (p3dn, ["--set", 'system.host_processor_vcpu_count="95"'], "not a multiple of the node's 48 physical cores"),
         (p3dn, ["--set", 'system.number_of_nodes="2"'], "launch.nodes 1 differs from system.number_of_nodes"),
         (env.SOURCE_DIR / "systems" / "cpu-dev.json", ["--set", "launch.ranks_per_node=4", "--set",
-                                                       "launch.threads_per_rank=1"], "more ranks than cores"),
+                                                       "launch.threads_per_rank=1", "--set",
+                                                       'launch.communicator="mpi"'], "more ranks than cores"),
+        (env.SOURCE_DIR / "systems" / "cpu-dev.json", ["--set", "launch.ranks_per_node=2", "--set",
+                                                       "launch.threads_per_rank=1"],
+         'launch.communicator "local" is one process, but launch asks for 2 ranks'),
     ]
     for system, args, message in refused:
         for scheduler in ("mpirun", "slurm"):

@@ -74,7 +74,8 @@ void run_reducer(bool overlap) {
   const auto expected = plain_gradients(net, x);
   TwinRanks comm;
   comm.overlap = overlap;
-  // Buckets of 8 KiB: w2 (1 KiB) and conv (1.1 KiB) share one, unused another, w1 (8 KiB) its own.
+  // Buckets of 8 KiB, in reverse order: w2 (1 KiB), conv (1.1 KiB) and unused share the first,
+  // w1 (8 KiB) has its own.
   GradientReducer reducer(net.params(), comm, 8 << 10);
   EXPECT_EQ(reducer.bucket_count(), 2);
   for (int step = 0; step < 2; ++step) {  // twice: the reducer starts each step afresh
