@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Plots a training run: losses and learning rate over time, COCO box/mask AP per epoch against
-the MLPerf targets, with the time to train. Reads RUN_DIR/metrics.jsonl and RUN_DIR/mlperf_log.txt
-and writes RUN_DIR/training.png (or --out).
+the MLPerf targets, with the time to train, and where that time went: training (epoch_start to
+epoch_stop), validation inference (the log's eval_inference_seconds: training stands still), the
+wait for the last score after the last epoch, and the rest (checkpoints, the step in which a
+target was met); the COCO scoring that ran in the background beside it. Reads
+RUN_DIR/metrics.jsonl and RUN_DIR/mlperf_log.txt, writes RUN_DIR/training.png (or --out) and
+prints the breakdown as one JSON line.
 
     .venv/bin/python run_scripts/plot_run.py out/cpu-dev/latest
 """
@@ -18,6 +22,27 @@ import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from mlperf_log_reader import records  # noqa: E402
+
+
+def time_breakdown(keyed, t0, metrics_file):
+    """Seconds of the time to train (run_start to run_stop, or to the last event of a run that
+    has not stopped) by what the training thread did."""
+    end = keyed["run_stop"][0]["time_ms"] if "run_stop" in keyed else max(
+        e["time_ms"] for events in keyed.values() for e in events)
+    starts = {e["metadata"]["epoch_num"]: e["time_ms"] for e in keyed.get("epoch_start", [])}
+    stops = {e["metadata"]["epoch_num"]: e["time_ms"] for e in keyed.get("epoch_stop", [])}
+    training = sum(stops[k] - starts[k] for k in stops if k in starts) / 1000
+    inference = sum(e["value"] for e in keyed.get("eval_inference_seconds", []))
+    # After the last epoch's inference, until run_stop: the wait for the outstanding scores.
+    last_eval = keyed.get("eval_inference_seconds", [])
+    wait = 0.0
+    if last_eval and stops and "run_stop" in keyed and last_eval[-1]["metadata"]["epoch_num"] == max(stops):
+        wait = max(0.0, (end - last_eval[-1]["time_ms"]) / 1000)
+    total = (end - t0) / 1000
+    scoring = sum(json.loads(l).get("scoring_seconds", 0) for l in metrics_file.read_text().splitlines()
+                  if '"event":"eval"' in l)
+    return {"total": total, "training": training, "inference": inference, "final_score_wait": wait,
+            "other": max(0.0, total - training - inference - wait), "scoring_background": scoring}
 
 
 def main():
@@ -42,7 +67,7 @@ def main():
     if not steps:
         sys.exit(f"plot_run: {metrics_file} has no steps")
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(18, 4.8), gridspec_kw={"width_ratios": [3, 3, 2]})
     t = [(s["time_ms"] - t0) / 60000 for s in steps]
     names = sorted(steps[0]["losses"])
     window = max(1, len(steps) // 50)
@@ -86,6 +111,21 @@ def main():
     ax2.set_title(title)
     ax2.legend(fontsize=8, loc="lower right")
     ax2.grid(alpha=0.3)
+
+    parts = time_breakdown(keyed, t0, metrics_file)
+    print(json.dumps(parts))
+    shown = [("training", "C0"), ("inference", "C1"), ("final_score_wait", "C2"), ("other", "C7")]
+    bottom = 0.0
+    for name, color in shown:
+        ax3.bar(0, parts[name], bottom=bottom, color=color, label=f"{name.replace('_', ' ')} {parts[name]:.1f} s")
+        bottom += parts[name]
+    ax3.bar(1, parts["scoring_background"], color="C3", hatch="//", alpha=0.6,
+            label=f"COCO scoring, in the background {parts['scoring_background']:.1f} s")
+    ax3.set_xticks([0, 1], ["time to train", "beside it"])
+    ax3.set_ylabel("seconds")
+    ax3.set_ylim(0, max(parts["total"], parts["scoring_background"]) * 1.7)  # room for the legend
+    ax3.set_title(f"where the {parts['total']:.1f} s went")
+    ax3.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     out = args.out or run / "training.png"
     fig.savefig(out, dpi=110)

@@ -36,6 +36,12 @@ void MetricsFile::step_done(int64_t epoch, const train::StepResult& r, int64_t e
   write(m.dump());
 }
 
+void MetricsFile::eval_done(int64_t epoch, double inference_seconds) {
+  write(Json{{"event", "eval_inference"}, {"epoch", epoch}, {"seconds", inference_seconds},
+             {"time_ms", logging::now_ms()}}
+            .dump());
+}
+
 void MetricsFile::scored(int64_t epoch, const Accuracy& acc) {
   write(Json{{"event", "eval"}, {"epoch", epoch}, {"bbox", acc.bbox}, {"segm", acc.segm},
              {"scoring_seconds", acc.scoring_seconds}, {"time_ms", logging::now_ms()}}
@@ -67,7 +73,7 @@ void ProgressDisplay::eval_batch_done(int64_t, int64_t batches_done) {
   if (bar_) bar_->update(batches_done);
 }
 
-void ProgressDisplay::eval_done(int64_t) {
+void ProgressDisplay::eval_done(int64_t, double) {
   if (bar_) bar_->finish();
   bar_.reset();
 }

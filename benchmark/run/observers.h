@@ -29,6 +29,7 @@ class MetricsFile final : public RunObserver {
   MetricsFile& operator=(const MetricsFile&) = delete;
 
   void step_done(int64_t epoch, const train::StepResult& step, int64_t epoch_images, double epoch_seconds) override;
+  void eval_done(int64_t epoch, double inference_seconds) override;
   void scored(int64_t epoch, const Accuracy& accuracy) override;
 
  private:
@@ -44,7 +45,7 @@ class ProgressDisplay final : public RunObserver {
   void epoch_done(int64_t epoch) override;
   void eval_started(int64_t epoch, int64_t batches) override;
   void eval_batch_done(int64_t epoch, int64_t batches_done) override;
-  void eval_done(int64_t epoch) override;
+  void eval_done(int64_t epoch, double inference_seconds) override;
 
  private:
   std::unique_ptr<logging::Progress> bar_;

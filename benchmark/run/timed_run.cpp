@@ -72,7 +72,6 @@ void TimedRun::run_validation(int64_t epoch) {
     ++done;
     notify([&](RunObserver& o) { o.eval_batch_done(epoch, done); });
   }
-  notify([&](RunObserver& o) { o.eval_done(epoch); });
 }
 
 void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::string& status) {
@@ -113,10 +112,15 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     if (stop) break;
 
     mllog_.log(key::kEvalStart, nullptr, Json{{meta::kEpochNum, epoch}});
+    const auto eval_t0 = std::chrono::steady_clock::now();
     run_validation(epoch);
     scorer_->finish_epoch(epoch, [this](int64_t e, std::exception_ptr err, const Accuracy& a) {
       log_accuracy(e, err, a);
     });
+    // The time training stood still for this epoch's validation (scoring goes on in the background).
+    const double inference_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_t0).count();
+    mllog_.log(kEvalInferenceKey, inference_s, Json{{meta::kEpochNum, epoch}});
+    notify([&](RunObserver& o) { o.eval_done(epoch, inference_s); });
     if (!options_.async_eval) scorer_->wait_all();
     stop = target_reached();
   }

@@ -55,6 +55,10 @@ class DataSource {
   virtual std::unique_ptr<BatchStream> epoch(int64_t epoch) = 0;  // epoch is 1-based
 };
 
+// A free-form log event after each epoch's validation inference: its wall time in seconds
+// (value), with epoch_num. Not an MLPerf key; the compliance checker ignores it.
+inline constexpr const char* kEvalInferenceKey = "eval_inference_seconds";
+
 struct Accuracy {
   double bbox = 0;  // COCO AP@[.5:.95], a fraction
   double segm = 0;
@@ -92,7 +96,9 @@ class RunObserver {
   virtual void epoch_done(int64_t /*epoch*/) {}
   virtual void eval_started(int64_t /*epoch*/, int64_t /*batches*/) {}
   virtual void eval_batch_done(int64_t /*epoch*/, int64_t /*batches_done*/) {}
-  virtual void eval_done(int64_t /*epoch*/) {}
+  // After the epoch's validation inference, its detections gathered and handed to the scorer;
+  // `inference_seconds` is that wall time (training is stopped for it).
+  virtual void eval_done(int64_t /*epoch*/, double /*inference_seconds*/) {}
   // After eval_accuracy and eval_stop are logged for `epoch`.
   virtual void scored(int64_t /*epoch*/, const Accuracy& /*accuracy*/) {}
 };

@@ -6,7 +6,9 @@
    losses and accuracy exactly, and its log says it was resumed.
 3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
    both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0).
-4. `predict` and `eval` give the same detections (boxes with the data's box convention, scores,
+4. Each epoch's validation inference is timed (log and metrics agree, within its interval), and
+   `run_scripts/plot_run.py` breaks the time to train down into parts that add up to it.
+5. `predict` and `eval` give the same detections (boxes with the data's box convention, scores,
    categories) for the same weights and images.
 """
 import json
@@ -45,6 +47,30 @@ def main():
         aa, ab = env.eval_accuracies(a), env.eval_accuracies(b)
         assert sorted(aa) == [1, 2] and aa == ab, (aa, ab)
         print(f"same seed: {len(sa)} steps with identical losses, accuracies {aa}")
+
+        # Where run a's time to train went: the validation inference of each epoch, timed by the
+        # run (log and metrics agree), and plot_run.py's breakdown, which adds up to the score.
+        recs = env.mllog_records(a / "mlperf_log.txt")
+        inference = [r for r in recs if r["key"] == "eval_inference_seconds"]
+        assert [r["metadata"]["epoch_num"] for r in inference] == [1, 2], inference
+        eval_start = {r["metadata"]["epoch_num"]: r["time_ms"] for r in recs if r["key"] == "eval_start"}
+        for r in inference:  # within its interval: eval_start .. the moment it was logged
+            assert 0 < r["value"] * 1000 <= r["time_ms"] - eval_start[r["metadata"]["epoch_num"]] + 2, r
+        in_metrics = [json.loads(line)["seconds"] for line in (a / "metrics.jsonl").read_text().splitlines()
+                      if '"event":"eval_inference"' in line]
+        assert in_metrics == [r["value"] for r in inference], (in_metrics, inference)
+        p = env.run([env.PYTHON, env.SOURCE_DIR / "run_scripts" / "plot_run.py", a, "--out", tmp / "a.png"])
+        assert p.returncode == 0, p.stderr
+        parts = json.loads(p.stdout.splitlines()[0])
+        t = {r["key"]: r["time_ms"] for r in recs if r["key"] in ("run_start", "run_stop")}
+        total = (t["run_stop"] - t["run_start"]) / 1000
+        assert abs(parts["total"] - total) < 1e-9, (parts, total)
+        assert abs(sum(parts[k] for k in ("training", "inference", "final_score_wait", "other")) - total) < 1e-6, parts
+        assert parts["inference"] == sum(r["value"] for r in inference) and parts["training"] > parts["inference"] > 0
+        assert parts["scoring_background"] > 0 and (tmp / "a.png").stat().st_size > 20000
+        print("time to train {total:.2f} s = training {training:.2f} + inference {inference:.2f} + wait for the "
+              "last score {final_score_wait:.2f} + other {other:.2f} (scoring in the background "
+              "{scoring_background:.2f} s)".format(**parts))
 
         # Resume from epoch 1's checkpoint.
         ck = a / "checkpoints" / "epoch_1.safetensors"
