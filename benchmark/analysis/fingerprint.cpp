@@ -48,10 +48,14 @@ Json binary_fingerprint() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     j["path"] = exe.string();
-    try {
-      j["sha256"] = sha256_file(exe.string());
-    } catch (const std::exception&) {  // replaced on disk while running: the hash stays empty
-    }
+    static const std::string hash = [&] {  // once per process: train asks at start and for its fingerprint
+      try {
+        return sha256_file(exe.string());
+      } catch (const std::exception&) {  // replaced on disk while running: the hash stays empty
+        return std::string();
+      }
+    }();
+    j["sha256"] = hash;
   }
   j["version"] = b.version;
   j["git_commit"] = b.git_commit;

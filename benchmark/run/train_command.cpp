@@ -165,7 +165,7 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
 // naming every rank that differs and how (every rank gets the same answer and stops).
 std::string ranks_disagree(comm::Communicator& comm, const SystemConfig& cfg) {
   const std::string config_hash = analysis::config_sha256(cfg.resolved);
-  const std::string binary_hash = analysis::sha256_file("/proc/self/exe");
+  const std::string binary_hash = analysis::binary_fingerprint()["sha256"].get<std::string>();
   const std::vector<std::string> all = comm.allgather_bytes(config_hash + " " + binary_hash);
   std::string problems;
   for (size_t r = 1; r < all.size(); ++r) {

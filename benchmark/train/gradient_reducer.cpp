@@ -7,7 +7,8 @@
 
 namespace mrcnn::train {
 
-GradientReducer::GradientReducer(std::vector<at::Tensor> params, comm::Communicator& comm, int64_t bucket_bytes)
+GradientReducer::GradientReducer(std::vector<at::Tensor> params, comm::Communicator& comm, bool overlap,
+                                 int64_t bucket_bytes)
     : params_(std::move(params)), comm_(comm) {
   const size_t n = params_.size();
   bucket_of_.assign(n, 0);
@@ -32,7 +33,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, comm::Communica
     elements += p.numel();
   }
   if (!buckets_.empty()) buckets_.back().buffer = at::empty({elements}, buckets_.back().buffer.options());
-  overlap_ = !params_.empty() && comm_.overlaps(params_.front().device());
+  overlap_ = overlap && !params_.empty() && comm_.overlaps(params_.front().device());
   if (overlap_)
     for (size_t k = 0; k < n; ++k)
       hooks_.push_back(params_[k].register_hook([this, k](const at::Tensor& grad) { on_gradient(k, grad); }));

@@ -12,8 +12,9 @@
 //
 // Every element is summed once, over the same ranks, whatever the bucket boundaries: with two
 // ranks the result is bit-identical to reducing after the backward pass.
-// Where the communicator cannot be called from the backward pass's thread for the parameters'
-// device (Communicator::overlaps), every bucket is started by finish() instead.
+// Without overlap (asked for, or where the communicator cannot be called from the backward pass's
+// thread for the parameters' device: Communicator::overlaps), finish() fills every bucket from
+// the accumulated .grad and starts them all.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,7 +29,9 @@ namespace mrcnn::train {
 
 class GradientReducer {
  public:
-  GradientReducer(std::vector<at::Tensor> params, comm::Communicator& comm, int64_t bucket_bytes = 25 << 20);
+  // `overlap` false: every bucket is filled from .grad and started by finish().
+  GradientReducer(std::vector<at::Tensor> params, comm::Communicator& comm, bool overlap = true,
+                  int64_t bucket_bytes = 25 << 20);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;

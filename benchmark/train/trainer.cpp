@@ -19,10 +19,10 @@ Trainer::Trainer(TrainableModel& model, TrainerOptions options, comm::Communicat
   if (options_.gradient_clip_norm < 0 || !std::isfinite(options_.gradient_clip_norm))
     throw std::invalid_argument("gradient_clip_norm must be >= 0 (0 disables clipping)");
   if (sgd_.parameters().empty()) throw std::invalid_argument("the model has no trainable parameters");
-  if (comm_.world_size() > 1 && options_.overlap_allreduce) {
+  if (comm_.world_size() > 1) {
     std::vector<at::Tensor> tensors;
     for (const auto& p : sgd_.parameters()) tensors.push_back(p.tensor);
-    reducer_ = std::make_unique<GradientReducer>(std::move(tensors), comm_);
+    reducer_ = std::make_unique<GradientReducer>(std::move(tensors), comm_, options_.overlap_allreduce);
   }
 }
 
@@ -86,17 +86,6 @@ StepResult Trainer::step(const model::Batch& batch) {
   if (reducer_) {
     RECORD_FUNCTION("mrcnn::allreduce", std::vector<c10::IValue>());
     reducer_->finish();
-  } else if (comm_.world_size() > 1) {
-    RECORD_FUNCTION("mrcnn::allreduce", std::vector<c10::IValue>());
-    std::vector<at::Tensor> grads;
-    // Every parameter takes part (a zero gradient where this rank's batch did not reach it), so
-    // all ranks reduce the same buckets in the same order.
-    for (const auto& p : params) {
-      at::Tensor t = p.tensor;
-      if (!t.grad().defined()) t.mutable_grad() = at::zeros_like(t);
-      grads.push_back(t.grad());
-    }
-    comm_.allreduce_mean(grads);
   }
   {
     RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());

@@ -118,7 +118,7 @@ class Trainer {
   LrSchedule schedule_;
   Sgd sgd_;
   LossScaler scaler_;
-  std::unique_ptr<GradientReducer> reducer_;  // several ranks with overlap_allreduce
+  std::unique_ptr<GradientReducer> reducer_;  // several ranks
   int64_t step_ = 0;
 };
 

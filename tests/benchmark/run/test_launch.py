@@ -104,7 +104,7 @@ def check_slurm(name, cfg, script):
         assert len({c // C for c in cores}) == 1, f"{name}: rank {i} spans sockets"
         if L["cpu_binding"] == "core":
             assert threads <= len(cores), f"{name}: rank {i}: {threads} threads on {len(cores)} cores"
-    if L["cpu_binding"] == "core" and C % (R // S if R >= S else 1) == 0 and R >= S:
+    if L["cpu_binding"] == "core" and R >= S and C % (R // S) == 0:
         assert len(seen) == S * C * T, f"{name}: {S * C * T - len(seen)} CPUs used by no rank"
     return f"{nodes}x{R} tasks, masks {', '.join(hex(m) for m in masks)}"
 

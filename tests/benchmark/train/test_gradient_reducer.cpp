@@ -76,7 +76,7 @@ void run_reducer(bool overlap) {
   comm.overlap = overlap;
   // Buckets of 8 KiB, in reverse order: w2 (1 KiB), conv (1.1 KiB) and unused share the first,
   // w1 (8 KiB) has its own.
-  GradientReducer reducer(net.params(), comm, 8 << 10);
+  GradientReducer reducer(net.params(), comm, /*overlap=*/true, 8 << 10);
   EXPECT_EQ(reducer.bucket_count(), 2);
   for (int step = 0; step < 2; ++step) {  // twice: the reducer starts each step afresh
     for (auto p : net.params()) p.mutable_grad() = at::Tensor();
@@ -114,7 +114,7 @@ TEST(GradientReducer, ABucketCompleteDuringBackwardStartsThere) {
   const auto expected = plain_gradients(net, x);
   TwinRanks comm;
   // Tiny buckets: one per parameter, in reverse order: w2, conv, unused, w1.
-  GradientReducer reducer(net.params(), comm, 1);
+  GradientReducer reducer(net.params(), comm, /*overlap=*/true, 1);
   EXPECT_EQ(reducer.bucket_count(), 4);
   for (auto p : net.params()) p.mutable_grad() = at::Tensor();
   reducer.prepare();
