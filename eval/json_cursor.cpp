@@ -18,8 +18,10 @@ namespace {
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+}  // namespace
+
 // Index of the first '"', '\\' or control character at or after `pos`, or text.size().
-size_t find_string_special(std::string_view text, size_t pos) {
+size_t detail::find_string_special(std::string_view text, size_t pos) {
   const char* p = text.data();
   const size_t n = text.size();
 #if defined(__SSE2__)
@@ -45,6 +47,10 @@ size_t find_string_special(std::string_view text, size_t pos) {
   return n;
 }
 
+namespace {
+
+using detail::find_string_special;
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
@@ -64,6 +70,68 @@ void append_utf8(std::string& out, uint32_t cp) {
 }
 
 }  // namespace
+
+namespace detail {
+
+bool json_number_to_double(const char* first, const char* last, double& out) {
+  // Powers of ten that are exact doubles (10^22 < 2^53 * 2^22): one correctly rounded operation
+  // on two exact operands gives the correctly rounded value of m * 10^e (Clinger's fast path).
+  static constexpr double kPow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const char* p = first;
+  const bool negative = p < last && *p == '-';
+  if (negative) ++p;
+  uint64_t m = 0;
+  int significant = 0;  // digits in m, leading zeros not counted
+  int exp10 = 0;
+  bool slow = false;
+  auto digit = [&](char c) {
+    const unsigned d = static_cast<unsigned>(c - '0');
+    if (m == 0 && d == 0) return;
+    if (++significant > 19) {
+      slow = true;
+      return;
+    }
+    m = m * 10 + d;
+  };
+  for (; p < last && is_digit(*p); ++p) digit(*p);
+  if (p < last && *p == '.') {
+    for (++p; p < last && is_digit(*p); ++p) {
+      digit(*p);
+      --exp10;
+    }
+  }
+  if (p < last && (*p == 'e' || *p == 'E')) {
+    ++p;
+    const bool eneg = p < last && *p == '-';
+    if (p < last && (*p == '-' || *p == '+')) ++p;
+    int e = 0, edigits = 0;
+    for (; p < last && is_digit(*p); ++p) {
+      if (e == 0 && *p == '0') continue;
+      if (++edigits > 5) slow = true;
+      e = e * 10 + (*p - '0');
+    }
+    if (!slow) exp10 += eneg ? -e : e;
+  }
+  if (!slow && m == 0) {
+    out = negative ? -0.0 : 0.0;
+    return true;
+  }
+  if (!slow && m <= (uint64_t{1} << 53) && exp10 >= -22 && exp10 <= 22) {
+    double v = static_cast<double>(m);
+    v = exp10 < 0 ? v / kPow10[-exp10] : v * kPow10[exp10];
+    out = negative ? -v : v;
+    return true;
+  }
+  double v = 0;
+  const auto r = std::from_chars(first, last, v);
+  if (r.ec != std::errc()) return false;
+  out = v;
+  return true;
+}
+
+}  // namespace detail
 
 JsonCursor::JsonCursor(std::string_view text, std::string source)
     : text_(text), source_(std::move(source)) {
@@ -358,6 +426,10 @@ double JsonCursor::number() {
   scan_number(end, integral);
   double v = 0;
   const char* first = text_.data() + pos_;
+  if (detail::json_number_to_double(first, text_.data() + end, v)) {
+    pos_ = end;
+    return v;
+  }
   const auto r = std::from_chars(first, text_.data() + end, v);
   if (r.ec == std::errc::result_out_of_range) {
     // Overflow to infinity is refused; underflow to zero is what Python does too.

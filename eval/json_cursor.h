@@ -67,6 +67,14 @@ class JsonCursor {
   // Throws unless only whitespace remains.
   void expect_end();
 
+  // Restarts at byte `pos` of the text at the top level (no enclosing object or array: paths in
+  // later errors are relative to there). For readers that parse pieces of a text on their own.
+  void restart_at(size_t pos) {
+    pos_ = pos;
+    value_start_ = pos;
+    stack_.clear();
+  }
+
   // Path of the current element, e.g. "annotations[17].bbox"; empty at the top level.
   std::string path() const;
   size_t offset() const { return pos_; }
@@ -93,5 +101,18 @@ class JsonCursor {
   size_t value_start_ = 0;  // where the last scalar began, for fail_value
   std::vector<Frame> stack_;
 };
+
+namespace detail {
+// Index of the first '"', '\\' or control character (< 0x20) at or after `pos`, or text.size():
+// where a string starting before `pos` ends, or needs decoding.
+size_t find_string_special(std::string_view text, size_t pos);
+
+// The double a JSON number token [first, last) denotes (correctly rounded, as std::from_chars):
+// short decimals (at most 19 significant digits, decimal exponent within +-22) exactly by one
+// IEEE multiplication or division of two exact doubles, the rest by std::from_chars. The token
+// must match JSON's number grammar. False when the value is out of the range of a double (the
+// caller decides; from_chars' errc::result_out_of_range).
+bool json_number_to_double(const char* first, const char* last, double& out);
+}  // namespace detail
 
 }  // namespace mrcnn::eval
