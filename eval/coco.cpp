@@ -5,13 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "eval/json_cursor.h"
+#include "eval/parallel.h"
 
 namespace mrcnn::eval {
 
@@ -219,6 +222,38 @@ void read_annotations(JsonCursor& c, std::vector<Annotation>& anns, std::string&
       const char* missing = !id ? "\"id\"" : !img ? "\"image_id\"" : !cat ? "\"category_id\"" : !bbox ? "\"bbox\"" : "\"area\"";
       c.fail_value(std::string("annotation is missing its ") + missing);
     }
+  }
+}
+
+// One element of a results array: {"image_id", "category_id", "score", "bbox", "segmentation"}.
+void read_detection(JsonCursor& c, Detection& d, std::string& scratch) {
+  c.begin_object();
+  std::string_view key;
+  bool img = false, cat = false, score = false;
+  while (c.next_key(key)) {
+    if (key == "image_id") {
+      d.image_id = c.uint64();
+      img = true;
+    } else if (key == "category_id") {
+      d.category_id = c.uint64();
+      cat = true;
+    } else if (key == "score") {
+      d.score = c.number();
+      score = true;
+    } else if (key == "bbox") {
+      read_bbox(c, d.bbox, d.has_bbox);
+    } else if (key == "segmentation") {
+      read_segmentation(c, d.segmentation, scratch);
+    } else {
+      c.skip();
+    }
+  }
+  if (!img || !cat || !score) {
+    c.fail_value(std::string("detection is missing its ") +
+                 (!img ? "\"image_id\"" : !cat ? "\"category_id\"" : "\"score\""));
+  }
+  if (!d.has_bbox && d.segmentation.empty()) {
+    c.fail_value("detection has neither a \"bbox\" nor a \"segmentation\"");
   }
 }
 
@@ -468,7 +503,297 @@ Dataset load_dataset(const std::string& path) {
   return parse_dataset(bytes.view(), path);
 }
 
-std::vector<Detection> parse_results(std::string_view json, const std::string& source) {
+namespace {
+
+// ---- the results reader's fast path -----------------------------------------------------------
+// Reads one detection of the usual shape, or gives up (returns false) on anything else, leaving
+// that element to JsonCursor. It accepts nothing the cursor refuses and reads the same values:
+// numbers through the cursor's own conversion, strings only without escapes.
+class FastDetection {
+ public:
+  FastDetection(const char* p, std::string_view text) : text_(text), p_(p), e_(text.data() + text.size()) {}
+  const char* position() const { return p_; }
+
+  bool parse(Detection& d) {
+    if (!eat('{')) return false;
+    ws();
+    if (p_ < e_ && *p_ == '}') return false;  // the cursor names what is missing
+    unsigned seen = 0;
+    for (;;) {
+      std::string_view k;
+      if (!key(k)) return false;
+      unsigned bit = 0;
+      bool ok = false;
+      if (k == "image_id") {
+        bit = 1, ok = uint(d.image_id);
+      } else if (k == "category_id") {
+        bit = 2, ok = uint(d.category_id);
+      } else if (k == "score") {
+        bit = 4, ok = number(d.score);
+      } else if (k == "bbox") {
+        bit = 8, ok = bbox(d);
+      } else if (k == "segmentation") {
+        bit = 16, ok = segmentation(d.segmentation);
+      }
+      if (!ok || (seen & bit)) return false;  // unknown key, unusual value or a repeated key
+      seen |= bit;
+      ws();
+      if (p_ >= e_) return false;
+      if (*p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (*p_ != '}') return false;
+      ++p_;
+      break;
+    }
+    return (seen & 7) == 7 && (d.has_bbox || !d.segmentation.empty());
+  }
+
+ private:
+  static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  void ws() {
+    while (p_ < e_ && is_ws(*p_)) ++p_;
+  }
+  bool eat(char c) {
+    ws();
+    if (p_ < e_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  // A string without escapes or control characters.
+  bool string(std::string_view& out) {
+    ws();
+    if (p_ >= e_ || *p_ != '"') return false;
+    const size_t start = static_cast<size_t>(p_ - text_.data()) + 1;
+    const size_t end = detail::find_string_special(text_, start);
+    if (end >= text_.size() || text_[end] != '"') return false;
+    out = text_.substr(start, end - start);
+    p_ = text_.data() + end + 1;
+    return true;
+  }
+  // A string whose only escapes are \\ \" and \/ (a compressed RLE holds '\\'), decoded.
+  bool string_into(std::string& out) {
+    ws();
+    if (p_ >= e_ || *p_ != '"') return false;
+    size_t pos = static_cast<size_t>(p_ - text_.data()) + 1;
+    size_t end = detail::find_string_special(text_, pos);
+    if (end < text_.size() && text_[end] == '"') {  // no escape: one copy
+      out.assign(text_.data() + pos, end - pos);
+      p_ = text_.data() + end + 1;
+      return true;
+    }
+    out.clear();
+    // Room for the raw text up to the next '"' (the decoded string is no longer, unless it holds
+    // an escaped quote): one allocation.
+    if (const void* q = std::memchr(text_.data() + pos, '"', text_.size() - pos)) {
+      out.reserve(static_cast<size_t>(static_cast<const char*>(q) - (text_.data() + pos)));
+    }
+    for (;;) {
+      if (end + 1 >= text_.size()) return false;
+      out.append(text_.data() + pos, end - pos);
+      if (text_[end] == '"') break;
+      const char c = text_[end + 1];
+      if (text_[end] != '\\' || (c != '\\' && c != '"' && c != '/')) return false;
+      out.push_back(c);
+      pos = end + 2;
+      end = detail::find_string_special(text_, pos);
+    }
+    p_ = text_.data() + end + 1;
+    return true;
+  }
+  bool key(std::string_view& k) { return string(k) && eat(':'); }
+  // A non-negative integer of at most 19 digits (no fraction, no exponent, no leading zero).
+  bool uint(uint64_t& v) {
+    ws();
+    const char* s = p_;
+    uint64_t x = 0;
+    while (p_ < e_ && is_digit(*p_)) x = x * 10 + static_cast<uint64_t>(*p_++ - '0');
+    const ptrdiff_t n = p_ - s;
+    if (n == 0 || n > 19 || (*s == '0' && n > 1)) return false;
+    if (p_ < e_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    v = x;
+    return true;
+  }
+  // A JSON number (the grammar checked here), converted as JsonCursor::number() does: plain
+  // decimals of at most 19 digits in the same scan (m / 10^f, both exact doubles: one correctly
+  // rounded division, as in detail::json_number_to_double), the rest by that function.
+  bool number(double& v) {
+    static constexpr double kPow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                          1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                          1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    ws();
+    const char* s = p_;
+    const bool negative = p_ < e_ && *p_ == '-';
+    if (negative) ++p_;
+    if (p_ >= e_ || !is_digit(*p_)) return false;
+    uint64_t m = 0;
+    int digits = 0, fraction = 0;
+    if (*p_ == '0') {
+      ++p_;
+    } else {
+      for (; p_ < e_ && is_digit(*p_); ++p_, ++digits) m = m * 10 + static_cast<uint64_t>(*p_ - '0');
+    }
+    if (p_ < e_ && *p_ == '.') {
+      ++p_;
+      if (p_ >= e_ || !is_digit(*p_)) return false;
+      for (; p_ < e_ && is_digit(*p_); ++p_, ++digits, ++fraction) {
+        m = m * 10 + static_cast<uint64_t>(*p_ - '0');
+      }
+    }
+    if (p_ < e_ && (*p_ == 'e' || *p_ == 'E')) {
+      ++p_;
+      if (p_ < e_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ >= e_ || !is_digit(*p_)) return false;
+      while (p_ < e_ && is_digit(*p_)) ++p_;
+      return detail::json_number_to_double(s, p_, v);
+    }
+    if (digits <= 19 && m <= (uint64_t{1} << 53) && fraction <= 22) {
+      const double x = static_cast<double>(m) / kPow10[fraction];
+      v = negative ? -x : x;
+      return true;
+    }
+    return detail::json_number_to_double(s, p_, v);
+  }
+  // [x, y, w, h] with w, h >= 0, or [] (no bbox).
+  bool bbox(Detection& d) {
+    if (!eat('[')) return false;
+    if (eat(']')) {
+      d.has_bbox = false;
+      return true;
+    }
+    for (int i = 0; i < 4; ++i) {
+      if (i > 0 && !eat(',')) return false;
+      if (!number(d.bbox[static_cast<size_t>(i)])) return false;
+    }
+    if (!eat(']') || d.bbox[2] < 0 || d.bbox[3] < 0) return false;
+    d.has_bbox = true;
+    return true;
+  }
+  bool dim(uint32_t& v) {
+    uint64_t x = 0;
+    if (!uint(x) || x > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return false;
+    v = static_cast<uint32_t>(x);
+    return true;
+  }
+  // {"size": [h, w], "counts": "..."} in either order.
+  bool segmentation(Segmentation& s) {
+    if (!eat('{')) return false;
+    unsigned seen = 0;
+    for (;;) {
+      std::string_view k;
+      if (!key(k)) return false;
+      if (k == "size" && !(seen & 1)) {
+        if (!eat('[') || !dim(s.height) || !eat(',') || !dim(s.width) || !eat(']')) return false;
+        seen |= 1;
+      } else if (k == "counts" && !(seen & 2)) {
+        if (!string_into(s.compressed)) return false;
+        seen |= 2;
+      } else {
+        return false;
+      }
+      if (eat(',')) continue;
+      if (!eat('}')) return false;
+      break;
+    }
+    if (seen != 3) return false;
+    s.kind = Segmentation::Kind::kCompressedRle;
+    return true;
+  }
+
+  std::string_view text_;
+  const char* p_;
+  const char* e_;
+};
+
+// A piece of the results array could not be read on its own: the caller reads the whole text
+// again with JsonCursor, which names the problem (or, for a cut that was not an element
+// boundary, reads the text as it is).
+struct ReadAgain {};
+
+bool is_json_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+size_t skip_json_ws(std::string_view t, size_t p) {
+  while (p < t.size() && is_json_ws(t[p])) ++p;
+  return p;
+}
+
+// The elements from byte `begin` (the start of an element) up to the element that starts at
+// `stop` (not read), or to the array's end when stop is npos (then only whitespace may follow).
+// Throws ReadAgain when the piece does not end exactly at `stop`, JsonError on malformed input.
+void parse_piece(std::string_view text, const std::string& source, size_t begin, size_t stop,
+                 bool fast, std::vector<Detection>& out) {
+  JsonCursor c(text, source);
+  std::string scratch;
+  size_t pos = begin;
+  for (;;) {
+    Detection& d = out.emplace_back();
+    bool done = false;
+    if (fast) {
+      FastDetection f(text.data() + pos, text);
+      if (f.parse(d)) {
+        pos = static_cast<size_t>(f.position() - text.data());
+        done = true;
+      } else {
+        d = Detection{};
+      }
+    }
+    if (!done) {
+      c.restart_at(pos);
+      read_detection(c, d, scratch);
+      pos = c.offset();
+    }
+    pos = skip_json_ws(text, pos);
+    if (pos >= text.size()) throw ReadAgain{};
+    if (text[pos] == ',') {
+      pos = skip_json_ws(text, pos + 1);
+      if (pos == stop) return;
+      if (stop != std::string_view::npos && pos > stop) throw ReadAgain{};
+      continue;
+    }
+    if (text[pos] == ']' && stop == std::string_view::npos) {
+      if (skip_json_ws(text, pos + 1) != text.size()) throw ReadAgain{};
+      return;
+    }
+    throw ReadAgain{};
+  }
+}
+
+// The first byte at or after `from` where an element seems to start: '{' after '}' ',' (with
+// whitespace between); npos if none. Only a guess: a string can hold the same characters.
+size_t next_cut(std::string_view t, size_t from) {
+  while (from < t.size()) {
+    const void* hit = std::memchr(t.data() + from, '}', t.size() - from);
+    if (!hit) return std::string_view::npos;
+    const size_t close = static_cast<size_t>(static_cast<const char*>(hit) - t.data());
+    size_t p = skip_json_ws(t, close + 1);
+    if (p < t.size() && t[p] == ',') {
+      p = skip_json_ws(t, p + 1);
+      if (p < t.size() && t[p] == '{') return p;
+    }
+    from = close + 1;
+  }
+  return std::string_view::npos;
+}
+
+// Asks for transparent huge pages on a large fresh allocation: its first touch then costs a
+// fault per 2 MiB instead of per 4 KiB. Only advice: ignored where not supported.
+void advise_huge_pages(void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+#ifdef MADV_HUGEPAGE
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+#else
+  (void)b, (void)e;
+#endif
+}
+
+// JsonCursor alone, one pass: the reference reader, and the one that words every error.
+std::vector<Detection> parse_results_sequential(std::string_view json, const std::string& source) {
   return with_coco_errors([&]() {
     std::vector<Detection> dets;
     JsonCursor c(json, source);
@@ -479,37 +804,7 @@ std::vector<Detection> parse_results(std::string_view json, const std::string& s
     // About 200 bytes a detection with a mask, 80 without: a reservation saves regrowth.
     dets.reserve(json.size() / 256 + 16);
     c.begin_array();
-    while (c.next_element()) {
-      Detection& d = dets.emplace_back();
-      c.begin_object();
-      std::string_view key;
-      bool img = false, cat = false, score = false;
-      while (c.next_key(key)) {
-        if (key == "image_id") {
-          d.image_id = c.uint64();
-          img = true;
-        } else if (key == "category_id") {
-          d.category_id = c.uint64();
-          cat = true;
-        } else if (key == "score") {
-          d.score = c.number();
-          score = true;
-        } else if (key == "bbox") {
-          read_bbox(c, d.bbox, d.has_bbox);
-        } else if (key == "segmentation") {
-          read_segmentation(c, d.segmentation, scratch);
-        } else {
-          c.skip();
-        }
-      }
-      if (!img || !cat || !score) {
-        c.fail_value(std::string("detection is missing its ") +
-                     (!img ? "\"image_id\"" : !cat ? "\"category_id\"" : "\"score\""));
-      }
-      if (!d.has_bbox && d.segmentation.empty()) {
-        c.fail_value("detection has neither a \"bbox\" nor a \"segmentation\"");
-      }
-    }
+    while (c.next_element()) read_detection(c, dets.emplace_back(), scratch);
     c.expect_end();
     if (dets.empty()) {
       throw CocoError(source + ": the results array is empty: there is nothing to evaluate");
@@ -518,9 +813,73 @@ std::vector<Detection> parse_results(std::string_view json, const std::string& s
   });
 }
 
-std::vector<Detection> load_results(const std::string& path) {
+// The pieces, in parallel; false (nothing read) when the text must be read again sequentially.
+bool parse_results_in_pieces(std::string_view json, const std::string& source,
+                             const ResultsReadOptions& o, std::vector<Detection>& dets) {
+  size_t first = json.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
+  first = skip_json_ws(json, first);
+  if (first >= json.size() || json[first] != '[') return false;
+  first = skip_json_ws(json, first + 1);
+  if (first >= json.size() || json[first] != '{') return false;  // empty, or not objects
+  const size_t bytes = json.size() - first;
+  const size_t min_piece = std::max<size_t>(o.min_piece_bytes, 1);
+  const size_t threads = static_cast<size_t>(detail::resolve_threads(o.threads));
+  const size_t wanted = std::max<size_t>(1, std::min(threads, bytes / min_piece));
+  std::vector<size_t> starts{first};
+  for (size_t k = 1; k < wanted; ++k) {
+    const size_t cut = next_cut(json, std::max(first + bytes / wanted * k, starts.back() + 1));
+    if (cut == std::string_view::npos) break;
+    starts.push_back(cut);
+  }
+  const size_t n = starts.size();
+  std::vector<std::vector<Detection>> pieces(n);
+  // The first piece becomes the result: room for every detection (pages are touched only when
+  // used), so the others are moved in without a reallocation.
+  pieces[0].reserve(json.size() / 256 + 16);
+  advise_huge_pages(pieces[0].data(), pieces[0].capacity() * sizeof(Detection));
+  try {
+    detail::parallel_for(n, static_cast<int>(n), [&](size_t i) {
+      parse_piece(json, source, starts[i], i + 1 < n ? starts[i + 1] : std::string_view::npos,
+                  o.fast_path, pieces[i]);
+    });
+  } catch (const ReadAgain&) {
+    return false;
+  } catch (const JsonError&) {
+    return false;
+  }
+  dets = std::move(pieces[0]);
+  size_t total = 0;
+  for (const auto& p : pieces) total += p.size();
+  dets.reserve(total);
+  for (size_t i = 1; i < n; ++i) {
+    std::move(pieces[i].begin(), pieces[i].end(), std::back_inserter(dets));
+    std::vector<Detection>().swap(pieces[i]);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Detection> parse_results(std::string_view json, const std::string& source,
+                                     const ResultsReadOptions& options) {
+  if (options.fast_path || detail::resolve_threads(options.threads) > 1) {
+    std::vector<Detection> dets;
+    if (parse_results_in_pieces(json, source, options, dets)) return dets;
+  }
+  return parse_results_sequential(json, source);
+}
+
+std::vector<Detection> parse_results(std::string_view json, const std::string& source) {
+  return parse_results(json, source, ResultsReadOptions{});
+}
+
+std::vector<Detection> load_results(const std::string& path, const ResultsReadOptions& options) {
   const FileBytes bytes(path);
-  return parse_results(bytes.view(), path);
+  return parse_results(bytes.view(), path, options);
+}
+
+std::vector<Detection> load_results(const std::string& path) {
+  return load_results(path, ResultsReadOptions{});
 }
 
 Detection make_detection(uint64_t image_id, uint64_t category_id, double score,

@@ -1,8 +1,8 @@
 // The COCO annotation model and its readers: ground-truth datasets (instances_*.json) and
 // results files (detections), plus the in-memory way to build results without a JSON round trip.
 //
-// Reading is one pass over the file with JsonCursor (no document tree): a 150 MB results file
-// parses in about a second. Every error is a CocoError whose one-line message names the file, the
+// Reading is one pass over the file with JsonCursor (no document tree); results files are read in
+// parallel pieces with a fast path for the usual detection (see ResultsReadOptions). Every error is a CocoError whose one-line message names the file, the
 // byte offset (line, column), the element ("annotations[17].bbox") and what was expected.
 //
 // Ownership: a Dataset owns all its data (plain vectors and strings); it is a value, copyable and
@@ -136,6 +136,25 @@ struct Detection {
 // array is refused (pycocotools cannot load one either); build an empty vector in memory instead.
 std::vector<Detection> load_results(const std::string& path);
 std::vector<Detection> parse_results(std::string_view json, const std::string& source);
+
+// How the results reader works (the defaults are what the two functions above use). The array is
+// cut into one piece per thread at element boundaries; each piece is parsed on its own thread
+// and the detections are concatenated in file order. Each element goes through a fast path for
+// the usual shape ({"image_id", "category_id", "score", "bbox", "segmentation": compressed RLE},
+// keys in any order, no escapes); anything else (other keys, polygons, uncompressed RLE,
+// escapes, ...) is read by JsonCursor. A cut is trusted only when the piece before it ends
+// exactly there; otherwise, and whenever anything is malformed, the whole text is read again in
+// one sequential pass through JsonCursor alone, which gives the error message (file, byte, line,
+// column, element, expectation). The detections and the errors are the same whatever the
+// options.
+struct ResultsReadOptions {
+  int threads = 0;                   // 0: all hardware threads
+  size_t min_piece_bytes = 1 << 20;  // texts shorter than two of these are read on one thread
+  bool fast_path = true;             // false with threads = 1: JsonCursor alone (the reference)
+};
+std::vector<Detection> load_results(const std::string& path, const ResultsReadOptions& options);
+std::vector<Detection> parse_results(std::string_view json, const std::string& source,
+                                     const ResultsReadOptions& options);
 
 // Building results in memory (what the trainer does): fill Detection directly, e.g.
 //   Detection d;  d.image_id = id;  d.category_id = coco_cat;  d.score = s;
