@@ -183,6 +183,15 @@ def main():
         f"{k} {v:.2f}s" for k, v in ours0["seconds"].items()) + "; bbox " + ", ".join(
         f"{k} {v:.2f}s" for k, v in ours0["bbox"]["seconds"].items()) + "; segm accumulate "
         f"{ours0['segm']['seconds']['accumulate']:.2f}s")
+    # Read throughput: bytes of each file over the read seconds coco-eval reports (median of the runs).
+    ours_all = [load("ours", i) for i in range(len(runs["ours"]))]
+    read = {}
+    for label, key, path in (("results", "read_results", res_path), ("ground truth", "read_ground_truth", gt_path)):
+        secs = statistics.median(o["seconds"][key] for o in ours_all)
+        read[label] = {"bytes": os.path.getsize(path), "seconds": secs,
+                       "gb_per_s": os.path.getsize(path) / secs / 1e9}
+    print("# our read throughput (median of the runs): " + ", ".join(
+        f"{k} {v['bytes'] / 1e6:.1f} MB in {v['seconds']:.3f} s = {v['gb_per_s']:.2f} GB/s" for k, v in read.items()))
     for name in ("faster-coco-eval", "pycocotools"):
         if runs[name]:
             ph = load(name, 0)["phases"]
@@ -191,7 +200,10 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"environment": env, "runs": runs, "medians": med, "verdicts": verdicts,
-                       "ours_stats": ours_stats}, f, indent=1)
+                       "ours_stats": ours_stats, "ours_read_throughput": read,
+                       "ours_phases_run0": {"seconds": ours0["seconds"],
+                                            "bbox": ours0["bbox"]["seconds"],
+                                            "segm": ours0["segm"]["seconds"]}}, f, indent=1)
     if a.plot:
         sys.path.insert(0, HERE)
         from plot_compare import plot_comparison
