@@ -779,19 +779,6 @@ size_t next_cut(std::string_view t, size_t from) {
   return std::string_view::npos;
 }
 
-// Asks for transparent huge pages on a large fresh allocation: its first touch then costs a
-// fault per 2 MiB instead of per 4 KiB. Only advice: ignored where not supported.
-void advise_huge_pages(void* p, size_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-#ifdef MADV_HUGEPAGE
-  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
-#else
-  (void)b, (void)e;
-#endif
-}
-
 // JsonCursor alone, one pass: the reference reader, and the one that words every error.
 std::vector<Detection> parse_results_sequential(std::string_view json, const std::string& source) {
   return with_coco_errors([&]() {
@@ -836,7 +823,6 @@ bool parse_results_in_pieces(std::string_view json, const std::string& source,
   // The first piece becomes the result: room for every detection (pages are touched only when
   // used), so the others are moved in without a reallocation.
   pieces[0].reserve(json.size() / 256 + 16);
-  advise_huge_pages(pieces[0].data(), pieces[0].capacity() * sizeof(Detection));
   try {
     detail::parallel_for(n, static_cast<int>(n), [&](size_t i) {
       parse_piece(json, source, starts[i], i + 1 < n ? starts[i + 1] : std::string_view::npos,
