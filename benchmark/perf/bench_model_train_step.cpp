@@ -11,7 +11,12 @@
 // weights.safetensors and batch.safetensors; --mrcnn_warmup=N (1), --mrcnn_steps=N (3),
 // --mrcnn_trace=PATH profiles one more step and writes its Chrome trace there (with
 // --mrcnn_profile_memory=1 the allocations too),
-// --mrcnn_report=PATH writes {"step_seconds": [...], "setup_rss_mb", "peak_rss_mb", ...}.
+// --mrcnn_report=PATH writes {"step_seconds": [...], "setup_rss_mb", "peak_rss_mb", ...},
+// --mrcnn_flops=PATH counts the first step's FLOPs and one more step's per stage and phase (model/flop_count.h: the
+// convolutions and matrix products, from their shapes), times the step's heaviest convolution and
+// matrix-product shapes alone in this process (the roofline: forward, and the convolutions'
+// backward too; not with --mrcnn_roofline=0) and writes both there, for
+// benchmark/perf/flops_roofline.py.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -24,6 +29,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "model/flop_count.h"
 #include "model/mask_rcnn.h"
 #include "model/options_json.h"
 #include "model/safetensors.h"
@@ -179,6 +186,94 @@ Batch read_batch(const std::string& path) {
   return b;
 }
 
+// Median seconds of `fn` over at least `min_reps` calls and `min_seconds` (after one warm-up call).
+template <class F>
+double median_seconds(F&& fn, int min_reps, double min_seconds) {
+  fn();
+  std::vector<double> t;
+  double total = 0;
+  while (static_cast<int>(t.size()) < min_reps || total < min_seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    total += t.back();
+  }
+  std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+// One shape of the step run alone: its rate forward (and, for a convolution, backward: input and
+// weight gradients) on random data of the same shape, layout and type.
+nlohmann::json roofline_entry(const OpShape& s, const std::string& role) {
+  nlohmann::json e = {{"role", role}, {"shape", s.describe()}, {"stage", s.stage}, {"calls", s.calls},
+                      {"step_flops", s.flops}, {"flops_per_call", s.flops_per_call()}};
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  if (s.kind == OpShape::Kind::kMatmul) {
+    const at::Tensor a = at::randn({s.input[0], s.input[1], s.input[2]}, gen);
+    const at::Tensor b = at::randn({s.weight[0], s.weight[1], s.weight[2]}, gen);
+    const double sec = s.input[0] == 1 ? median_seconds([&] { at::mm(a[0], b[0]); }, 5, 0.5)
+                                       : median_seconds([&] { at::bmm(a, b); }, 5, 0.5);
+    e["forward_gflops"] = s.flops_per_call() / sec / 1e9;
+    return e;
+  }
+  at::Tensor x = at::randn(s.input, gen), w = at::randn(s.weight, gen);
+  if (s.channels_last) {
+    x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    w = w.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  at::Tensor y;
+  const double fwd = median_seconds(
+      [&] { y = at::convolution(x, w, {}, s.stride, s.padding, s.dilation, s.transposed, {0, 0}, s.groups); }, 3, 1.0);
+  const at::Tensor gy = at::randn_like(y);
+  const double bwd = median_seconds(
+      [&] {
+        at::convolution_backward(gy, x, w, std::nullopt, s.stride, s.padding, s.dilation, s.transposed, {0, 0},
+                                 s.groups, {true, true, false});
+      },
+      3, 1.0);
+  e["forward_gflops"] = s.flops_per_call() / fwd / 1e9;
+  e["backward_gflops"] = 2 * s.flops_per_call() / bwd / 1e9;
+  return e;
+}
+
+nlohmann::json cells_json(const FlopCounter& counter) {
+  nlohmann::json cells = nlohmann::json::array();
+  for (const auto& [key, c] : counter.cells())
+    cells.push_back({{"stage", key.first}, {"phase", key.second}, {"flops", c.flops}, {"seconds", c.seconds},
+                     {"ops", c.ops}});
+  return cells;
+}
+
+nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too) {
+  FlopCounter counter;
+  counter.start();
+  const double counted_seconds = t.step(batch);
+  counter.stop();
+  const nlohmann::json cells = cells_json(counter);
+  // The roofline: the step's three heaviest 3x3 convolutions, its heaviest 1x1 convolution and
+  // its heaviest matrix product, each alone.
+  nlohmann::json roofline = nlohmann::json::array();
+  int conv3 = 0, conv1 = 0, mm = 0;
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const OpShape& s : counter.shapes()) {
+    shapes.push_back({{"shape", s.describe()}, {"stage", s.stage}, {"calls", s.calls}, {"flops", s.flops}});
+    if (!roofline_too) continue;
+    const bool is_conv = s.kind == OpShape::Kind::kConvolution && s.weight.size() == 4 && !s.transposed;
+    if (is_conv && s.weight[2] == 3 && s.weight[3] == 3 && conv3 < 3) {
+      ++conv3;
+      roofline.push_back(roofline_entry(s, "conv3x3"));
+    } else if (is_conv && s.weight[2] == 1 && s.weight[3] == 1 && conv1 < 1) {
+      ++conv1;
+      roofline.push_back(roofline_entry(s, "conv1x1"));
+    } else if (s.kind == OpShape::Kind::kMatmul && mm < 1) {
+      ++mm;
+      roofline.push_back(roofline_entry(s, "gemm"));
+    }
+  }
+  return {{"total_flops", counter.total_flops()}, {"counted_step_seconds", counted_seconds},
+          {"cells", cells}, {"shapes", shapes}, {"roofline", roofline}, {"threads", at::get_num_threads()}};
+}
+
 int drive(const std::map<std::string, std::string>& flags) {
   at::set_num_threads(g_threads);
   const std::string dir = flags.at("case");
@@ -192,6 +287,16 @@ int drive(const std::map<std::string, std::string>& flags) {
   const double setup_rss = current_rss_mb();
   const int warmup = flags.count("warmup") ? std::stoi(flags.at("warmup")) : 1;
   const int steps = flags.count("steps") ? std::stoi(flags.at("steps")) : 3;
+  // With --mrcnn_flops, the first step is counted too: the one whose samples torchvision's first
+  // step can be compared with (same weights, same proposals); it also warms up.
+  nlohmann::json first_step;
+  if (flags.count("flops")) {
+    FlopCounter counter;
+    counter.start();
+    t.step(batch);
+    counter.stop();
+    first_step = {{"cells", cells_json(counter)}, {"total_flops", counter.total_flops()}, {"counts", t.counts}};
+  }
   for (int i = 0; i < warmup; ++i) t.step(batch);
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(t.step(batch));
@@ -214,6 +319,15 @@ int drive(const std::map<std::string, std::string>& flags) {
                            {"threads", at::get_num_threads()},
                            {"images", batch.size()},
                            {"counts", t.counts}};
+  if (flags.count("flops")) {
+    nlohmann::json f = flop_report(t, batch, !flags.count("roofline") || flags.at("roofline") != "0");
+    f["step_seconds"] = times;
+    f["counts"] = t.counts;  // of the counted step
+    f["first_step"] = first_step;
+    std::ofstream out(flags.at("flops"));
+    out << f.dump(2) << "\n";
+    if (!out) throw std::runtime_error("cannot write " + flags.at("flops"));
+  }
   if (flags.count("report")) {
     std::ofstream out(flags.at("report"));
     out << report.dump(2) << "\n";
