@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 
 #include "model/autocast.h"
+#include "model/backbone/conv_norm.h"
 #include "model/backbone/padding_masks.h"
 #include "model/ops/paste_masks.h"
 #include "model/targets.h"
@@ -31,6 +32,11 @@ MaskRCNNImpl::MaskRCNNImpl(const ModelOptions& options, std::optional<at::Genera
     for (auto& p : parameters())
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
   }
+  const bool nchw_weight_grad = options_.channels_last && options_.cpu_nchw_weight_grad && cpu_below_avx512();
+  for (const auto& m : modules(/*include_self=*/false))
+    if (auto* conv = m->as<ConvNormImpl>()) conv->nchw_weight_grad = nchw_weight_grad;
+  fpn->nchw_weight_grad = nchw_weight_grad;
+  roi_heads->mask_head->nchw_weight_grad = nchw_weight_grad;
 }
 
 void MaskRCNNImpl::init_weights(at::Generator gen) {

@@ -172,6 +172,14 @@ struct ModelOptions {
 
   // Convolutions in channels-last (NHWC) memory: faster on tensor cores and on CPU (oneDNN).
   bool channels_last = false;
+  // With channels_last on a CPU without AVX-512: the weight gradient of every trainable
+  // convolution wider than 1x1 is computed from NCHW copies of its input and output gradient;
+  // forward and input gradients stay channels-last. There, oneDNN's channels-last weight gradient
+  // of a 3x3 convolution ran at 20-42 GFLOP/s (2-core AVX2 EPYC) against 36-91 GFLOP/s from NCHW
+  // copies, the FPN's largest one 6.5 s against 1.8 s a step; on AVX-512 its channels-last
+  // backward was fast (benchmark/perf/flops_roofline.py measures it), so the rule stays off there.
+  // A fixed rule, not a timing: deterministic. No effect on CUDA or without channels_last.
+  bool cpu_nchw_weight_grad = true;
   // Autocast's lower precision for the forward pass (kFloat32: none).
   Precision precision = Precision::kFloat32;
 
