@@ -234,6 +234,21 @@ namespace {
 std::string gt_element(const Dataset& ds, size_t i) {
   return (ds.source.empty() ? "" : ds.source + ": ") + "ground truth annotations[" + std::to_string(i) + "]";
 }
+
+// to_rle(s, h, w, name()), building the name only for an error: the common kinds (polygons, and
+// compressed RLE of the right size) are decoded here with to_rle's exact error messages.
+template <class Name>
+Rle to_rle_named(const Segmentation& s, uint32_t h, uint32_t w, Name&& name) {
+  const bool fast = s.kind == Segmentation::Kind::kPolygons ||
+                    (s.kind == Segmentation::Kind::kCompressedRle && s.height == h && s.width == w);
+  if (!fast) return to_rle(s, h, w, name());
+  try {
+    if (s.kind == Segmentation::Kind::kPolygons) return from_polygons(s.polygons, h, w);
+    return from_string(s.compressed, h, w);
+  } catch (const std::invalid_argument& e) {
+    throw CocoError(name() + ": " + e.what());
+  }
+}
 }  // namespace
 
 void CocoEvaluator::check_gt_segmentations() const {
@@ -243,21 +258,20 @@ void CocoEvaluator::check_gt_segmentations() const {
       const Annotation& a = ds.annotations[i];
       const Segmentation& s = a.segmentation;
       const Image* im = ds.find_image(a.image_id);
-      const std::string what = gt_element(ds, i) + " (id " +
-                               std::to_string(a.id) + ")";
-      if (s.kind == Segmentation::Kind::kNone) throw CocoError(what + ": has no segmentation");
+      auto what = [&]() { return gt_element(ds, i) + " (id " + std::to_string(a.id) + ")"; };
+      if (s.kind == Segmentation::Kind::kNone) throw CocoError(what() + ": has no segmentation");
       if (s.kind == Segmentation::Kind::kPolygons) {  // coordinates checked when read
         // pycocotools' frPyObjects takes a first polygon of 4 numbers for a box and refuses
         // fewer ("input type is not supported"): an empty polygon is a damaged annotation.
         const size_t n = s.polygons.empty() ? 0 : s.polygons[0].size();
         if (n < 4)
-          throw CocoError(what + ": segmentation polygon 0 has " + std::to_string(n) +
+          throw CocoError(what() + ": segmentation polygon 0 has " + std::to_string(n) +
                           " coordinates (pycocotools refuses fewer than 4)");
         continue;
       }
       const uint32_t h = static_cast<uint32_t>(im->height), w = static_cast<uint32_t>(im->width);
       if (s.height != h || s.width != w) {
-        throw CocoError(what + ": RLE size [" + std::to_string(s.height) + ", " +
+        throw CocoError(what() + ": RLE size [" + std::to_string(s.height) + ", " +
                         std::to_string(s.width) + "] differs from its image's [" +
                         std::to_string(h) + ", " + std::to_string(w) + "]");
       }
@@ -265,7 +279,7 @@ void CocoEvaluator::check_gt_segmentations() const {
         if (s.kind == Segmentation::Kind::kCompressedRle) check_string(s.compressed, h, w);
         if (s.kind == Segmentation::Kind::kRle) from_counts(s.counts, h, w);
       } catch (const std::invalid_argument& e) {
-        throw CocoError(what + ": " + e.what());
+        throw CocoError(what() + ": " + e.what());
       }
     }
   });
@@ -280,9 +294,10 @@ void CocoEvaluator::ensure_image_masks(uint32_t r) const {
       for (uint32_t x = gc.groups[g].begin; x < gc.groups[g].end; ++x) {
         const uint32_t i = gc.ann_order[x];
         const Annotation& a = ds.annotations[i];
-        gt_masks_[i] = to_rle(a.segmentation, static_cast<uint32_t>(im.height),
-                              static_cast<uint32_t>(im.width),
-                              gt_element(ds, i) + " (id " + std::to_string(a.id) + ")");
+        gt_masks_[i] = to_rle_named(a.segmentation, static_cast<uint32_t>(im.height),
+                                    static_cast<uint32_t>(im.width), [&]() {
+                                      return gt_element(ds, i) + " (id " + std::to_string(a.id) + ")";
+                                    });
         gt_mask_boxes_[i] = to_bbox(gt_masks_[i]);
       }
     }
@@ -458,7 +473,7 @@ ImageDetections image_detections(std::span<const Detection> dets, std::span<cons
         if (d.segmentation.empty()) {
           out.masks[k] = from_box(d.bbox, ih, iw);  // loadRes: the box as a polygon
         } else {
-          out.masks[k] = to_rle(d.segmentation, ih, iw, det_name(di));
+          out.masks[k] = to_rle_named(d.segmentation, ih, iw, [&]() { return det_name(di); });
         }
         out.mask_boxes[k] = to_bbox(out.masks[k]);
       } else if (need_segm && !d.segmentation.empty()) {
