@@ -314,6 +314,14 @@ def breakdown(trace_path):
     return scopes, nodes
 
 
+def train_step_bench(build):
+    """The C++ side's driver in the build folder `build`; exits naming it when it is not built."""
+    bench = pathlib.Path(build) / "benchmark" / "perf" / "bench_model_train_step"
+    if not bench.exists():
+        raise SystemExit(f"{bench} not found: build bench_model_train_step first")
+    return bench
+
+
 def environment(args):
     cpu = "unknown"
     with contextlib.suppress(OSError):
@@ -405,9 +413,7 @@ def main():
     args = p.parse_args()
     if args.worker:
         return torchvision_worker(args)
-    args.bench = pathlib.Path(args.build) / "benchmark" / "perf" / "bench_model_train_step"
-    if not args.bench.exists():
-        raise SystemExit(f"{args.bench} not found: build bench_model_train_step first")
+    args.bench = train_step_bench(args.build)
     env = environment(args)
     print("environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
     results = {"environment": env}

@@ -291,9 +291,7 @@ def main():
     args = p.parse_args()
     if args.worker:
         return torchvision_worker(args)
-    args.bench = pathlib.Path(args.build) / "benchmark" / "perf" / "bench_model_train_step"
-    if not args.bench.exists():
-        raise SystemExit(f"{args.bench} not found: build bench_model_train_step first")
+    args.bench = cmp.train_step_bench(args.build)
     env = cmp.environment(args)
     print("environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
     results = {}
