@@ -387,11 +387,18 @@ struct DetectionRanks {
 DetectionRanks rank_detections(std::span<const Detection> dets,
                                const std::unordered_map<uint64_t, uint32_t>& image_rank,
                                const std::unordered_map<uint64_t, uint32_t>& category_rank,
-                               bool from_bbox, bool need_segm) {
+                               bool from_bbox, bool need_segm, int threads) {
   DetectionRanks out;
   out.image.resize(dets.size());
   out.cat.resize(dets.size());
-  for (size_t i = 0; i < dets.size(); ++i) {
+  // Fixed chunks, each checked in order: the error reported is the first detection's, whatever
+  // the thread count (parallel_for rethrows the smallest failing chunk's).
+  constexpr size_t kChunk = 16384;
+  const size_t n_chunks = (dets.size() + kChunk - 1) / kChunk;
+  std::vector<size_t> dropped(n_chunks, 0);
+  detail::parallel_for(n_chunks, threads, [&](size_t ch) {
+  const size_t end = std::min(dets.size(), (ch + 1) * kChunk);
+  for (size_t i = ch * kChunk; i < end; ++i) {
     const Detection& d = dets[i];
     check_detection(d, i);
     auto ir = image_rank.find(d.image_id);
@@ -403,12 +410,14 @@ DetectionRanks rank_detections(std::span<const Detection> dets,
     auto cr = category_rank.find(d.category_id);
     if (cr == category_rank.end()) {
       out.image[i] = out.cat[i] = kNone;
-      ++out.dropped;
+      ++dropped[ch];
       continue;
     }
     out.image[i] = ir->second;
     out.cat[i] = cr->second;
   }
+  });
+  for (size_t c : dropped) out.dropped += c;
   return out;
 }
 
@@ -869,7 +878,7 @@ CocoEvaluator::Prepared CocoEvaluator::prepare(std::span<const Detection> dets, 
 
   // loadRes: checks, and each detection's image and category rank.
   const DetectionRanks ranks =
-      rank_detections(dets, gc.image_rank, gc.category_rank, out.from_bbox, need_segm);
+      rank_detections(dets, gc.image_rank, gc.category_rank, out.from_bbox, need_segm, threads_);
   const std::vector<uint32_t>& det_cat = ranks.cat;
   out.dropped = ranks.dropped;
   std::vector<uint32_t> per_image;
