@@ -2,8 +2,9 @@
 // results files (detections), plus the in-memory way to build results without a JSON round trip.
 //
 // Reading is one pass over the file with JsonCursor (no document tree); results files are read in
-// parallel pieces with a fast path for the usual detection (see ResultsReadOptions). Every error is a CocoError whose one-line message names the file, the
-// byte offset (line, column), the element ("annotations[17].bbox") and what was expected.
+// parallel pieces with a fast path for the usual detection (see ResultsReadOptions). Every error
+// is a CocoError whose one-line message names the file, the byte offset (line, column), the
+// element ("annotations[17].bbox") and what was expected.
 //
 // Ownership: a Dataset owns all its data (plain vectors and strings); it is a value, copyable and
 // movable. Lookups (find_image, annotations_of_image, ...) use an index that load_dataset()
