@@ -176,8 +176,9 @@ struct ModelOptions {
   // convolution wider than 1x1 is computed from NCHW copies of its input and output gradient;
   // forward and input gradients stay channels-last. There, oneDNN's channels-last weight gradient
   // of a 3x3 convolution ran at 20-42 GFLOP/s (2-core AVX2 EPYC) against 36-91 GFLOP/s from NCHW
-  // copies, the FPN's largest one 6.5 s against 1.8 s a step; on AVX-512 its channels-last
-  // backward was fast (benchmark/perf/flops_roofline.py measures it), so the rule stays off there.
+  // copies, the FPN's largest one 6.5 s against 1.8 s a step. On an AVX-512 Xeon the step's
+  // channels-last backward convolutions ran at about 180 GFLOP/s (model/README.md), so the rule
+  // stays off there; benchmark/perf/flops_roofline.py shows a machine's own rates.
   // A fixed rule, not a timing: deterministic. No effect on CUDA or without channels_last.
   bool cpu_nchw_weight_grad = true;
   // Autocast's lower precision for the forward pass (kFloat32: none).

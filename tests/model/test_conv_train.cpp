@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "model/backbone/conv_norm.h"
+#include "model/flop_count.h"
 #include "model/mask_rcnn.h"
 
 namespace mrcnn::model {
@@ -60,6 +61,7 @@ TEST(ConvTrain, FrozenNormConvolutionWeightGradientFromNchw) {
   // ConvNorm with a frozen batch norm (the backbone's trainable 3x3 layers): the folded
   // convolution's weight gradient, with the rule on and off, agrees to float tolerance.
   at::Tensor grads[2];
+  int64_t backward_calls[2] = {0, 0};
   for (int on = 0; on < 2; ++on) {
     at::manual_seed(9);
     ConvNorm conv(8, 6, 3, 1, NormKind::kFrozenBatchNorm, 0);
@@ -70,11 +72,19 @@ TEST(ConvTrain, FrozenNormConvolutionWeightGradientFromNchw) {
     }
     conv->weight.set_data(conv->weight.contiguous(at::MemoryFormat::ChannelsLast));
     conv->nchw_weight_grad = on == 1;
-    const at::Tensor x = at::randn({2, 8, 9, 10}).contiguous(at::MemoryFormat::ChannelsLast);
-    conv->forward(x).square().sum().backward();
+    const at::Tensor x = at::randn({2, 8, 9, 10}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+    const at::Tensor loss = conv->forward(x).square().sum();
+    FlopCounter counter;  // counts the aten::convolution_backward calls
+    counter.start();
+    loss.backward();
+    counter.stop();
+    for (const auto& [key, cell] : counter.cells()) backward_calls[on] += cell.ops;
     grads[on] = conv->weight.grad();
   }
   EXPECT_TRUE(at::allclose(grads[1], grads[0], 1e-4, 1e-4)) << (grads[1] - grads[0]).abs().max();
+  // Off: one call for both gradients; on: the input gradient and the NCHW weight gradient apart.
+  EXPECT_EQ(backward_calls[0], 1);
+  EXPECT_EQ(backward_calls[1], 2);
 }
 
 TEST(ConvTrain, TheModelSetsTheRuleFromItsOptions) {
