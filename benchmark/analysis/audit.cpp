@@ -70,6 +70,7 @@ constexpr Rule kConfigRules[] = {
     {"launch.cpu_binding", false, "core binding does not change the arithmetic"},
     {"launch.collective_timeout_s", false, "how long a rank waits for a dead peer does not change the arithmetic"},
     {"launch.sbatch_args", false, "scheduler options do not change the arithmetic"},
+    {"launch.host_memory", false, "whether freed host memory is kept or handed back does not change the arithmetic"},
     {"launch.overlap_allreduce", true,
      "other gradient buckets: identical sums with 2 ranks, another summation order with more"},
     {"launch.threads_per_rank", true,

@@ -49,6 +49,7 @@ void fields(V& v, LaunchSettings& l) {
   v("nccl_net_plugin_dir", l.nccl_net_plugin_dir);
   v("collective_timeout_s", l.collective_timeout_s, {.range = {.min = 1, .max = 86400}});
   v("overlap_allreduce", l.overlap_allreduce);
+  v("host_memory", l.host_memory, {.allowed = {"retain", "system"}});
 }
 
 template <class V>

@@ -61,6 +61,9 @@ struct LaunchSettings {
   double collective_timeout_s = 900;
   // Several ranks: reduce gradient buckets while the backward pass runs (false: after it).
   bool overlap_allreduce = true;
+  // retain | system: whether host memory a rank frees stays in it for the next step's tensors
+  // (run/host_memory.h: no page faults refilling them every step; peak RSS stays at its mark).
+  std::string host_memory = "retain";
 
   int64_t world_size() const { return nodes * ranks_per_node; }
 };

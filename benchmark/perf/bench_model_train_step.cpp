@@ -10,13 +10,14 @@
 // same inputs in another process, interleaved): --mrcnn_case=DIR with options.json,
 // weights.safetensors and batch.safetensors; --mrcnn_warmup=N (1), --mrcnn_steps=N (3),
 // --mrcnn_trace=PATH profiles one more step and writes its Chrome trace there (with
-// --mrcnn_profile_memory=1 the allocations too),
+// --mrcnn_profile_memory=1 the allocations too, with --mrcnn_trace_shapes=1 the operators' input shapes),
 // --mrcnn_report=PATH writes {"step_seconds": [...], "setup_rss_mb", "peak_rss_mb", ...},
 // --mrcnn_flops=PATH counts the first step's FLOPs and one more step's per stage and phase (model/flop_count.h: the
 // convolutions and matrix products, from their shapes), times the step's heaviest convolution and
 // matrix-product shapes alone in this process (the roofline: forward, and the convolutions'
 // backward too; not with --mrcnn_roofline=0) and writes both there, for
-// benchmark/perf/flops_roofline.py.
+// benchmark/perf/flops_roofline.py. --mrcnn_host_memory=retain|system: what happens to freed host memory,
+// as the harness's launch.host_memory (default retain, the harness's default).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -37,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmark/run/host_memory.h"
 #include "model/flop_count.h"
 #include "model/mask_rcnn.h"
 #include "model/options_json.h"
@@ -304,8 +306,9 @@ int drive(const std::map<std::string, std::string>& flags) {
   if (flags.count("trace")) {
     using namespace torch::autograd::profiler;
     const bool memory = flags.count("profile_memory") && flags.at("profile_memory") == "1";
+    const bool shapes = flags.count("trace_shapes") && flags.at("trace_shapes") == "1";
     const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
-                                                       /*report_input_shapes=*/false,
+                                                       /*report_input_shapes=*/shapes,
                                                        /*profile_memory=*/memory);
     const std::set<torch::profiler::impl::ActivityType> cpu{torch::profiler::impl::ActivityType::CPU};
     prepareProfiler(config, cpu);
@@ -353,6 +356,10 @@ int main(int argc, char** argv) {
   }
   if (flags.count("threads")) g_threads = std::stoi(flags["threads"]);
   try {
+    // As the harness does by default (launch.host_memory): see benchmark/run/host_memory.h.
+    const std::string host_memory = flags.count("host_memory") ? flags["host_memory"] : "retain";
+    if (!mrcnn::run::apply_host_memory(mrcnn::run::host_memory_from_string(host_memory)))
+      std::fprintf(stderr, "bench_model_train_step: host memory \"%s\" not applied (not glibc)\n", host_memory.c_str());
     if (flags.count("case")) return drive(flags);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_model_train_step: error: %s\n", e.what());

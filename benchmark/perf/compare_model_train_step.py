@@ -7,8 +7,10 @@ Both sides get the same weights (torchvision's random initialization, batch-norm
 measured on the inputs, converted by model/tools/convert_weights.py), the same inputs (normalized
 images with rectangles, their boxes, labels and polygons; torchvision gets the polygons
 rasterized), the same hyperparameters (model::torchvision_options), the same SGD (lr 0.002,
-momentum 0.9, weight decay 1e-4) and the same intra-op thread count. Our layout switch
-(channels-last) is on: it is part of what is compared.
+momentum 0.9, weight decay 1e-4), the same intra-op thread count and the same handling of freed
+host memory (--host-memory, default retain: the harness's launch.host_memory; torchvision's
+process gets the same policy from glibc's tunables, mmap_max=0 and no trimming). Our layout
+switch (channels-last) is on: it is part of what is compared.
 
 Each repetition runs torchvision, then ours, each in its own process (so that peak RSS is
 comparable), each doing --warmup steps and then --steps timed steps; with --lock the pair holds
@@ -24,7 +26,7 @@ Configurations:
          128x128, 300 proposals and 32 RoIs per image: the demo's small model.
 
 Usage: compare_model_train_step.py [--config full|small|both] [--reps N] [--steps N] [--warmup N]
-           [--threads N] [--build DIR] [--lock] [--json OUT]
+           [--threads N] [--host-memory retain|system] [--build DIR] [--lock] [--json OUT]
 """
 import argparse
 import contextlib
@@ -265,9 +267,24 @@ def torchvision_worker(args):
 
 # ---- the driver --------------------------------------------------------------------------------
 
+# launch.host_memory "retain" for a process that cannot call mallopt itself: glibc's tunables (no
+# block mapped on its own, the heap never trimmed), read when the process starts.
+RETAIN_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=18446744073709551615"
+
+
+def side_env(host_memory):
+    env = dict(os.environ)
+    if host_memory == "retain":
+        env["GLIBC_TUNABLES"] = RETAIN_TUNABLES
+    return env
+
+
 def run_side(side, case, args, steps, warmup, trace=None):
     report = case / f"report_{side}.json"
+    host_memory = getattr(args, "host_memory", "retain")
+    env = os.environ
     if side == "torchvision":
+        env = side_env(host_memory)
         cmd = [sys.executable, __file__, "--worker", "torchvision", "--case", str(case),
                "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads),
                "--report", str(report)]
@@ -276,10 +293,10 @@ def run_side(side, case, args, steps, warmup, trace=None):
     else:
         cmd = [str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_steps={steps}",
                f"--mrcnn_warmup={warmup}", f"--mrcnn_threads={args.threads}",
-               f"--mrcnn_report={report}"]
+               f"--mrcnn_report={report}", f"--mrcnn_host_memory={host_memory}"]
         if trace:
             cmd.append(f"--mrcnn_trace={trace}")
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"{side} failed ({r.returncode}):\n{r.stderr[-3000:]}")
     return json.loads(report.read_text())
@@ -331,6 +348,7 @@ def environment(args):
                 break
     import torchvision
     return {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads,
+            "host_memory": getattr(args, "host_memory", "retain"),
             "torch": torch.__version__, "torchvision": torchvision.__version__,
             "python": platform.python_version(), "bench": str(args.bench),
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -402,6 +420,8 @@ def main():
     p.add_argument("--warmup", type=int)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--build", default=str(REPO / "build"))
+    p.add_argument("--host-memory", choices=["retain", "system"], default="retain",
+                   help="what both processes do with freed host memory (launch.host_memory)")
     p.add_argument("--lock", action="store_true", help="hold /tmp/mrcnn-cpu.lock per pair of runs")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--plot", help="write a PNG of images/s, peak memory and the per-stage breakdown here")

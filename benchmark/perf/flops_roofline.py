@@ -24,7 +24,7 @@ step's FLOPs against torchvision's, the median timed step (not the counted one),
 fraction of the roofline. --plot draws the per-stage rates against the roofline and the FLOPs.
 
   flops_roofline.py [--config full|small|both] [--warmup N] [--steps N] [--threads N]
-                    [--build DIR] [--lock] [--json OUT] [--plot OUT.png]
+                    [--build DIR] [--host-memory retain|system] [--lock] [--json OUT] [--plot OUT.png]
 
 Run it under `flock -x /tmp/mrcnn-cpu.lock` (or --lock): rates are meaningless on shared cores.
 """
@@ -112,7 +112,8 @@ def measure(name, args, workdir):
         print(f"[{name}] ours: {warmup} warm-up + {steps} timed steps, one counted step, the roofline shapes ...",
               flush=True)
         run([str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_warmup={warmup}", f"--mrcnn_steps={steps}",
-             f"--mrcnn_threads={args.threads}", f"--mrcnn_flops={ours_path}"] + roofline)
+             f"--mrcnn_threads={args.threads}", f"--mrcnn_flops={ours_path}",
+             f"--mrcnn_host_memory={args.host_memory}"] + roofline)
         print(f"[{name}] torchvision: {warmup + steps} steps, one counted step ...", flush=True)
         run([sys.executable, __file__, "--worker", "--case", str(case), "--warmup", str(warmup), "--steps",
              str(steps), "--threads", str(args.threads), "--report", str(tv_path)])
@@ -280,6 +281,8 @@ def main():
     p.add_argument("--steps", type=int)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--build", default=str(cmp.REPO / "build"))
+    p.add_argument("--host-memory", choices=["retain", "system"], default="retain",
+                   help="what our process does with freed host memory (launch.host_memory)")
     p.add_argument("--lock", action="store_true", help="hold /tmp/mrcnn-cpu.lock per configuration")
     p.add_argument("--no-roofline", dest="roofline", action="store_false",
                    help="count only (no rates against the roofline)")

@@ -2,12 +2,14 @@
 
 #include <ATen/Context.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "benchmark/run/coco_results.h"
+#include "benchmark/run/host_memory.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/launch_plan.h"
 #include "benchmark/train/checkpoint.h"
@@ -27,6 +29,13 @@ c10::Device device_of(const SystemConfig& c, int local_rank) {
   if (device.is_cuda() && !device.has_index())
     device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(accelerator_of(c, local_rank)));
   return device;
+}
+
+void apply_launch_settings(const SystemConfig& c) {
+  at::set_num_threads(static_cast<int>(c.launch.threads_per_rank));
+  if (!apply_host_memory(host_memory_from_string(c.launch.host_memory)))
+    logging::warn("launch.host_memory \"" + c.launch.host_memory +
+                  "\" cannot be applied with this C library: freed host memory goes back to the system");
 }
 
 void check_inputs(const SystemConfig& c) {

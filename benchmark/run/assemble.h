@@ -31,6 +31,11 @@ using config::SystemConfig;
 // run.device; "cuda" without an index is the GPU of the rank's index on its node.
 c10::Device device_of(const SystemConfig& config, int local_rank = 0);
 
+// The process settings of launch: LibTorch's intra-op threads (threads_per_rank) and what
+// happens to freed host memory (host_memory, run/host_memory.h; a warning where the C library
+// cannot retain it).
+void apply_launch_settings(const SystemConfig& config);
+
 // Checks before anything is written that the inputs the configuration names exist (the dataset
 // folder with both splits, the initial weights) and that the device can be used; throws
 // ConfigError naming the file or key.

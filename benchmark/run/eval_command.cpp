@@ -1,5 +1,3 @@
-#include <ATen/Parallel.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -88,7 +86,7 @@ int eval_main(int argc, char** argv) {
   }
   try {
     logging::setup_console();
-    at::set_num_threads(static_cast<int>(in.config.launch.threads_per_rank));
+    apply_launch_settings(in.config);
     model::MaskRCNN net = load_network(in.config, in.weights);
     const std::vector<eval::Detection> results = infer(in, net);
     const auto gt = std::make_shared<const eval::Dataset>(eval::load_dataset(in.layout.annotation_file(in.split).string()));

@@ -1,5 +1,4 @@
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -114,7 +113,7 @@ int predict_main(int argc, char** argv) {
   }
   try {
     logging::setup_console();
-    at::set_num_threads(static_cast<int>(in.config.launch.threads_per_rank));
+    apply_launch_settings(in.config);
     model::MaskRCNN net = load_network(in.config, in.weights);
     fs::create_directories(in.out_dir);
     logging::Json all = logging::Json::array();

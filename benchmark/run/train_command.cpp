@@ -1,7 +1,6 @@
 #include "benchmark/run/commands.h"
 
 #include <ATen/Context.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <unistd.h>
 
@@ -235,7 +234,7 @@ int train_main(int argc, char** argv) {
       return 2;
     }
   StopSignals stop_signals;  // SIGTERM/SIGINT: stop at the next safe point
-  at::set_num_threads(static_cast<int>(cfg.launch.threads_per_rank));
+  apply_launch_settings(cfg);
   if (cfg.run.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
 
   const bool main_rank = comm->is_main();

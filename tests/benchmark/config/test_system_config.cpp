@@ -40,6 +40,9 @@ TEST(SystemConfig, OverridesReachTheStructs) {
   EXPECT_EQ(c.run.precision, model::Precision::kBFloat16);
   EXPECT_EQ(c.model.precision, model::Precision::kBFloat16);  // one value, one meaning
   EXPECT_EQ(c.resolved["run"]["seed"], 42);
+  EXPECT_EQ(c.launch.host_memory, "retain");  // the default
+  EXPECT_EQ(load_system_config(kSystems + "cpu-dev.json", {"launch.host_memory=\"system\""}).launch.host_memory,
+            "system");
 }
 
 // A file that extends another: written into a scratch folder beside a copy of its base.
@@ -133,6 +136,7 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"launch.ranks_per_node=3"}).find("not divisible"), std::string::npos);
   EXPECT_NE(error_of({"launch.communicator=\"nccl\""}).find("needs run.device \"cuda\""), std::string::npos);
   EXPECT_NE(error_of({"launch.communicator=\"gloo\""}).find("launch.communicator"), std::string::npos);
+  EXPECT_NE(error_of({"launch.host_memory=\"keep\""}).find("launch.host_memory"), std::string::npos);
 }
 
 TEST(SystemConfig, ClosedDivisionRefusesWhatTheRulesForbidAndSaysTheRule) {
