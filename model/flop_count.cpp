@@ -21,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 struct Label {
   const char* stage = "other";
   const char* phase = nullptr;  // nullptr: outside a phase (not attributed)
+  bool counted = false;         // inside a scope counted as a whole: the operators in it are not
 };
 
 // Per thread: the scopes it is inside and when its attributed time was last charged.
@@ -253,6 +254,25 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     return std::make_unique<Pushed>();
   }
   const char* name = fn.name();
+  if (top && top->counted) return nullptr;
+  if (std::strcmp(name, kConvWeightGradScope) == 0) {
+    // A convolution's weight gradient computed by the network itself, inputs (grad_output,
+    // input, weight): the forward's count, as convolution_backward's weight gradient.
+    const auto in = fn.inputs();
+    if (in.size() >= 3) {
+      OpShape s;
+      s.input = sizes_of(in[1]);
+      s.weight = sizes_of(in[2]);
+      const std::vector<int64_t> grad_out = sizes_of(in[0]);
+      if (grad_out.size() > 2)
+        st->add_flops(top, conv_flops(s, std::vector<int64_t>(grad_out.begin() + 2, grad_out.end())), nullptr);
+    }
+    st->charge_time(t, Clock::now());
+    Label l = top ? *top : Label{};
+    l.counted = true;
+    t.labels.push_back(l);
+    return std::make_unique<Pushed>();
+  }
   if (std::strncmp(name, "mrcnn::", 7) == 0) {
     const char* phase = phase_of_scope(name);
     const char* stage = phase ? nullptr : stage_of_scope(name);

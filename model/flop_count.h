@@ -13,7 +13,9 @@
 // Element-wise work (norms, activations, losses, the optimizer), RoIAlign and NMS are not counted:
 // they are memory-bound and would only blur a rate that is compared with a convolution's.
 // Composite operators (conv2d, linear, matmul) are counted once, at the operator that does the
-// arithmetic.
+// arithmetic. A convolution weight gradient that the network computes itself (conv2d_train's
+// matrix products per kernel tap) runs in a kConvWeightGradScope scope with inputs (grad_output,
+// input, weight): counted as convolution_backward's weight gradient, the products in it not.
 //
 // Where it goes: RECORD_FUNCTION scopes of the network name the stage ("mrcnn::backbone" ->
 // backbone, see kStageScopes) and the trainer's scopes name the phase ("mrcnn::forward" ->
@@ -51,6 +53,7 @@ inline constexpr std::array<std::pair<const char*, const char*>, 9> kStageScopes
     {"mrcnn::roi_box", "roi_box"},
     {"mrcnn::roi_mask", "roi_mask"},
 }};
+inline constexpr const char* kConvWeightGradScope = "mrcnn::conv_weight_grad";
 inline constexpr std::array<std::pair<const char*, const char*>, 3> kPhaseScopes{{
     {"mrcnn::forward", "forward"},
     {"mrcnn::backward", "backward"},

@@ -21,7 +21,7 @@ MaskHeadImpl::MaskHeadImpl(int64_t in_channels, int64_t channels, int64_t num_co
 
 at::Tensor MaskHeadImpl::forward(const at::Tensor& pooled) {
   at::Tensor x = pooled;
-  for (auto& conv : fcn) x = conv2d_train(x, conv->weight, conv->bias, 1, 1, nchw_weight_grad).relu_();
+  for (auto& conv : fcn) x = conv2d_train(x, conv->weight, conv->bias, 1, 1, own_weight_grad).relu_();
   return x;
 }
 

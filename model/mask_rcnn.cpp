@@ -32,11 +32,11 @@ MaskRCNNImpl::MaskRCNNImpl(const ModelOptions& options, std::optional<at::Genera
     for (auto& p : parameters())
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
   }
-  const bool nchw_weight_grad = options_.channels_last && options_.cpu_nchw_weight_grad && cpu_below_avx512();
+  const bool own_weight_grad = options_.channels_last && options_.cpu_own_weight_grad && cpu_below_avx512();
   for (const auto& m : modules(/*include_self=*/false))
-    if (auto* conv = m->as<ConvNormImpl>()) conv->nchw_weight_grad = nchw_weight_grad;
-  fpn->nchw_weight_grad = nchw_weight_grad;
-  roi_heads->mask_head->nchw_weight_grad = nchw_weight_grad;
+    if (auto* conv = m->as<ConvNormImpl>()) conv->own_weight_grad = own_weight_grad;
+  fpn->own_weight_grad = own_weight_grad;
+  roi_heads->mask_head->own_weight_grad = own_weight_grad;
 }
 
 void MaskRCNNImpl::init_weights(at::Generator gen) {

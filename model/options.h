@@ -173,14 +173,15 @@ struct ModelOptions {
   // Convolutions in channels-last (NHWC) memory: faster on tensor cores and on CPU (oneDNN).
   bool channels_last = false;
   // With channels_last on a CPU without AVX-512: the weight gradient of every trainable
-  // convolution wider than 1x1 is computed from NCHW copies of its input and output gradient;
-  // forward and input gradients stay channels-last. There, oneDNN's channels-last weight gradient
-  // of a 3x3 convolution ran at 20-42 GFLOP/s (2-core AVX2 EPYC) against 36-91 GFLOP/s from NCHW
-  // copies, the FPN's largest one 6.5 s against 1.8 s a step. On an AVX-512 Xeon the step's
+  // convolution wider than 1x1 is the project's own (conv2d_train): at stride 1 one matrix
+  // product per kernel tap, at stride 2 from NCHW copies; forward and input gradients stay
+  // oneDNN's channels-last ones. There, oneDNN's channels-last weight gradient of a 3x3
+  // convolution ran at 20-42 GFLOP/s (2-core AVX2 EPYC), from NCHW copies at 36-91, by taps at
+  // 110-160; the FPN's largest one took 6.5 s a step, 1.8 s, ~1.1 s. On an AVX-512 Xeon the step's
   // channels-last backward convolutions ran at about 180 GFLOP/s (model/README.md), so the rule
   // stays off there; benchmark/perf/flops_roofline.py shows a machine's own rates.
   // A fixed rule, not a timing: deterministic. No effect on CUDA or without channels_last.
-  bool cpu_nchw_weight_grad = true;
+  bool cpu_own_weight_grad = true;
   // Autocast's lower precision for the forward pass (kFloat32: none).
   Precision precision = Precision::kFloat32;
 

@@ -89,7 +89,7 @@ void fields(V& v, ModelOptions& o) {
   v("sampling_streams", o.sampling_streams);
   v("mask_padding", o.mask_padding);
   v("channels_last", o.channels_last);
-  v("cpu_nchw_weight_grad", o.cpu_nchw_weight_grad);
+  v("cpu_own_weight_grad", o.cpu_own_weight_grad);
   v("precision", o.precision);
 }
 

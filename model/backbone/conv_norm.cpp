@@ -2,40 +2,97 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string_view>
 #include <string>
 
+#include "model/flop_count.h"
+
 namespace mrcnn::model {
 namespace {
 
-// Whether the weight gradient of conv(x, weight) is taken from NCHW copies (see conv2d_train).
-bool weight_grad_from_nchw(const at::Tensor& x, const at::Tensor& weight) {
+// Whether the project computes the weight gradient of conv(x, weight) itself (see conv2d_train):
+// a channels-last CPU input, a kernel wider than 1x1.
+bool own_weight_grad_applies(const at::Tensor& x, const at::Tensor& weight) {
   return x.device().is_cpu() && x.dim() == 4 && !x.is_contiguous() &&
          x.is_contiguous(at::MemoryFormat::ChannelsLast) && (weight.size(2) > 1 || weight.size(3) > 1);
 }
 
+// The weight gradient of a stride-1 convolution (no dilation, no groups) as one matrix product per
+// kernel tap ("shifted GEMM"). x is copied, zero-padded, into a plain NHWC buffer xp of width
+// Hp = H + 2 * padding by Wp = W + 2 * padding per image, S = Hp * Wp rows, and the output
+// gradient into a buffer gp of the same shape, zeros outside its Ho x Wo corner. Output
+// pixel (h, w) of image b meets input pixel (h + i, w + j) under tap (i, j): row b * S + h * Wp + w
+// of gp meets row b * S + h * Wp + w + (i * Wp + j) of xp. So for every tap the rows of xp from
+// i * Wp + j on line up with those of gp, across the whole batch, and
+//   dW[:, :, i, j] = gp^T [C_out, rows] x xp[i * Wp + j, + rows) [rows, C_in],
+// rows ending at the last output pixel, (n - 1) * S + (Ho - 1) * Wp + Wo. What wraps around a
+// row's or an image's end meets gp's zeros; the last row read, that pixel's under the last tap,
+// is xp's last (n * S - 1). The rows go in chunks of about 4 MB of both operands, which stay in
+// cache across the kh * kw products. Returned channels-last ([C_out, kh, kw, C_in] in memory),
+// like the weight.
+at::Tensor weight_grad_by_taps(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight,
+                               int64_t padding) {
+  // Counted by model/flop_count.h as the convolution's weight gradient (the products inside are
+  // not counted again: the padding's share would inflate them).
+  RECORD_FUNCTION(kConvWeightGradScope, std::vector<c10::IValue>({grad, x, weight}));
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t co = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+  const int64_t hp = h + 2 * padding, wp = w + 2 * padding;
+  const int64_t ho = hp - kh + 1, wo = wp - kw + 1;
+  const int64_t per_image = hp * wp;
+  const at::TensorOptions opts = x.options().memory_format(at::MemoryFormat::Contiguous);
+  const at::Tensor xp = at::empty({n, hp, wp, c}, opts);
+  xp.narrow(1, 0, padding).zero_();
+  xp.narrow(1, padding + h, padding).zero_();
+  xp.narrow(1, padding, h).narrow(2, 0, padding).zero_();
+  xp.narrow(1, padding, h).narrow(2, padding + w, padding).zero_();
+  xp.narrow(1, padding, h).narrow(2, padding, w).copy_(x.permute({0, 2, 3, 1}));
+  const at::Tensor gp = at::empty({n, hp, wp, co}, opts);
+  gp.narrow(1, ho, hp - ho).zero_();
+  gp.narrow(1, 0, ho).narrow(2, wo, wp - wo).zero_();
+  gp.narrow(1, 0, ho).narrow(2, 0, wo).copy_(grad.permute({0, 2, 3, 1}));
+  const at::Tensor xflat = xp.view({n * per_image, c});
+  const at::Tensor gflat = gp.view({n * per_image, co});
+  at::Tensor acc = at::zeros({co, kh * kw, c}, opts);
+  const int64_t rows = (n - 1) * per_image + (ho - 1) * wp + wo;
+  const int64_t chunk = std::max<int64_t>(512, (int64_t{4} << 20) / ((c + co) * x.element_size()));
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t len = std::min(chunk, rows - r0);
+    const at::Tensor g = gflat.narrow(0, r0, len).t();  // [C_out, len]
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) acc.select(1, i * kw + j).addmm_(g, xflat.narrow(0, i * wp + j + r0, len));
+  }
+  return acc.view({co, kh, kw, c}).permute({0, 3, 1, 2});
+}
+
 // The input and weight gradients of conv(x, weight) (stride, padding, no dilation or groups),
-// each only when asked for; with `nchw_weight_grad`, the weight gradient as weight_grad_from_nchw
-// says, returned in the weight's own memory format.
+// each only when asked for. With `own_weight_grad` where own_weight_grad_applies() says: stride 1 by
+// weight_grad_by_taps, other strides from NCHW copies of x and the output gradient; returned in
+// the weight's own memory format.
 std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight,
                                              int64_t stride, int64_t padding, bool need_x, bool need_weight,
-                                             bool nchw_weight_grad) {
+                                             bool own_weight_grad_on) {
   const auto backward = [&](const at::Tensor& g, const at::Tensor& in, const at::Tensor& w, bool gx, bool gw) {
     return at::convolution_backward(g, in, w, /*bias_sizes=*/std::nullopt, {stride, stride}, {padding, padding},
                                     /*dilation=*/{1, 1}, /*transposed=*/false, /*output_padding=*/{0, 0},
                                     /*groups=*/1, {gx, gw, false});
   };
-  if (!(nchw_weight_grad && need_weight && weight_grad_from_nchw(x, weight))) {
+  if (!(own_weight_grad_on && need_weight && own_weight_grad_applies(x, weight))) {
     auto [gx, gw, gb] = backward(grad, x, weight, need_x, need_weight);
     return {gx, gw};
   }
   at::Tensor gx;
   if (need_x) gx = std::get<0>(backward(grad, x, weight, true, false));
-  const at::Tensor gw = std::get<1>(backward(grad.contiguous(), x.contiguous(), weight.contiguous(), false, true));
+  const bool taps = stride == 1 && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+                    grad.scalar_type() == x.scalar_type();
+  const at::Tensor gw = taps ? weight_grad_by_taps(grad, x, weight, padding)
+                             : std::get<1>(backward(grad.contiguous(), x.contiguous(), weight.contiguous(), false, true));
   return {gx, gw.contiguous(weight.suggest_memory_format())};
 }
 
@@ -56,7 +113,7 @@ struct TrainConvolution : public torch::autograd::Function<TrainConvolution> {
     const auto saved = ctx->get_saved_variables();
     auto [gx, gw] = conv_grads(grads[0], saved[0], saved[1], ctx->saved_data["stride"].toInt(),
                                ctx->saved_data["padding"].toInt(), ctx->needs_input_grad(0),
-                               ctx->needs_input_grad(1), /*nchw_weight_grad=*/true);
+                               ctx->needs_input_grad(1), /*own_weight_grad=*/true);
     at::Tensor gb;
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = grads[0].sum({0, 2, 3});
     return {gx, gw, gb, at::Tensor(), at::Tensor()};
@@ -70,11 +127,11 @@ struct TrainConvolution : public torch::autograd::Function<TrainConvolution> {
 struct FoldedConvolution : public torch::autograd::Function<FoldedConvolution> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight, const at::Tensor& scale,
-                            const at::Tensor& bias, int64_t stride, int64_t padding, bool nchw_weight_grad) {
+                            const at::Tensor& bias, int64_t stride, int64_t padding, bool own_weight_grad) {
     ctx->save_for_backward({x, weight, scale});
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
-    ctx->saved_data["nchw_weight_grad"] = nchw_weight_grad;
+    ctx->saved_data["own_weight_grad"] = own_weight_grad;
     return at::conv2d(x, weight * scale.view({-1, 1, 1, 1}), bias, {stride, stride},
                       {padding, padding});
   }
@@ -90,7 +147,7 @@ struct FoldedConvolution : public torch::autograd::Function<FoldedConvolution> {
     const at::Tensor folded = weight * scale.view({-1, 1, 1, 1});
     auto [grad_x, grad_folded] =
         conv_grads(grads[0], x, folded, stride, padding, ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                   ctx->saved_data["nchw_weight_grad"].toBool());
+                   ctx->saved_data["own_weight_grad"].toBool());
     at::Tensor grad_weight;
     if (grad_folded.defined()) grad_weight = grad_folded * scale.view({-1, 1, 1, 1});
     return {grad_x, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -132,13 +189,13 @@ at::Tensor ConvNormImpl::forward(const at::Tensor& x) {
     const at::Tensor& scale = frozen_norm->scale;
     if (weight.requires_grad() && at::GradMode::is_enabled() &&
         !at::autocast::is_autocast_enabled(x.device().type())) {
-      return FoldedConvolution::apply(x, weight, scale, frozen_norm->bias, stride_, padding_, nchw_weight_grad);
+      return FoldedConvolution::apply(x, weight, scale, frozen_norm->bias, stride_, padding_, own_weight_grad);
     }
     // Frozen layers (no graph), and autocast, whose casts the plain path leaves to conv2d.
     return at::conv2d(x, weight * scale.view({-1, 1, 1, 1}), frozen_norm->bias, {stride_, stride_},
                       {padding_, padding_});
   }
-  return group_norm->forward(conv2d_train(x, weight, {}, stride_, padding_, nchw_weight_grad));
+  return group_norm->forward(conv2d_train(x, weight, {}, stride_, padding_, own_weight_grad));
 }
 
 bool cpu_below_avx512() {
@@ -154,9 +211,9 @@ bool cpu_below_avx512() {
 }
 
 at::Tensor conv2d_train(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, int64_t stride,
-                        int64_t padding, bool nchw_weight_grad) {
-  if (nchw_weight_grad && weight.requires_grad() && at::GradMode::is_enabled() &&
-      !at::autocast::is_autocast_enabled(x.device().type()) && weight_grad_from_nchw(x, weight)) {
+                        int64_t padding, bool own_weight_grad) {
+  if (own_weight_grad && weight.requires_grad() && at::GradMode::is_enabled() &&
+      !at::autocast::is_autocast_enabled(x.device().type()) && own_weight_grad_applies(x, weight)) {
     return TrainConvolution::apply(x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
                                    stride, padding);
   }

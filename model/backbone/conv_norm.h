@@ -35,15 +35,17 @@ class FrozenBatchNorm2dImpl : public torch::nn::Module {
 TORCH_MODULE(FrozenBatchNorm2d);
 
 // at::conv2d(x, weight, bias, stride, padding) for a trainable convolution. With
-// `nchw_weight_grad` (ModelOptions::cpu_nchw_weight_grad), when x is a channels-last CPU tensor
-// and the kernel is wider than 1x1, the backward computes the weight gradient from NCHW copies of
-// x and the output gradient (the input gradient stays channels-last); otherwise (CUDA, NCHW,
-// 1x1, no gradient needed, autocast) it is exactly at::conv2d.
+// `own_weight_grad` (ModelOptions::cpu_own_weight_grad), when x is a channels-last CPU tensor
+// and the kernel is wider than 1x1, the backward computes the weight gradient itself: at stride 1
+// as one matrix product per kernel tap over zero-padded NHWC copies of x and the output gradient
+// ("shifted GEMM"), at other strides from NCHW copies; the input gradient stays LibTorch's
+// channels-last one. Otherwise (CUDA, NCHW, 1x1, no gradient needed, autocast) it is exactly
+// at::conv2d.
 at::Tensor conv2d_train(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, int64_t stride,
-                        int64_t padding, bool nchw_weight_grad);
+                        int64_t padding, bool own_weight_grad);
 
 // Whether LibTorch's CPU kernels run below AVX-512 here (ATEN_CPU_CAPABILITY can lower it): where
-// ModelOptions::cpu_nchw_weight_grad applies.
+// ModelOptions::cpu_own_weight_grad applies.
 bool cpu_below_avx512();
 
 // conv(kernel x kernel, stride, padding (kernel-1)/2, no bias) followed by a normalization; no
@@ -64,7 +66,7 @@ class ConvNormImpl : public torch::nn::Module {
   at::Tensor weight;                             // [out, in, k, k]
   FrozenBatchNorm2d frozen_norm{nullptr};        // set with NormKind::kFrozenBatchNorm
   torch::nn::GroupNorm group_norm{nullptr};      // set with NormKind::kGroupNorm
-  bool nchw_weight_grad = false;                 // see conv2d_train
+  bool own_weight_grad = false;                 // see conv2d_train
 
  private:
   int64_t stride_;

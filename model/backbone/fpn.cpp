@@ -36,13 +36,13 @@ std::vector<at::Tensor> FPNImpl::forward(const std::vector<at::Tensor>& c, Paddi
     return t;
   };
   at::Tensor last = masked(inner[3]->forward(c[3]));
-  p[3] = masked(conv2d_train(last, layer[3]->weight, layer[3]->bias, 1, 1, nchw_weight_grad));
+  p[3] = masked(conv2d_train(last, layer[3]->weight, layer[3]->bias, 1, 1, own_weight_grad));
   for (int i = 2; i >= 0; --i) {
     at::Tensor lateral = inner[i]->forward(c[i]);
     // Padded sizes are multiples of 32, so every level is exactly twice the next one.
     lateral.add_(at::upsample_nearest2d(last, {lateral.size(2), lateral.size(3)}));
     last = masked(lateral);
-    p[i] = masked(conv2d_train(last, layer[i]->weight, layer[i]->bias, 1, 1, nchw_weight_grad));
+    p[i] = masked(conv2d_train(last, layer[i]->weight, layer[i]->bias, 1, 1, own_weight_grad));
   }
   p[4] = at::max_pool2d(p[3], {1, 1}, {2, 2});
   return p;

@@ -36,7 +36,7 @@ class FPNImpl : public torch::nn::Module {
   // lateral (1x1) and output (3x3) convolutions, C2..C5 / P2..P5 order.
   std::vector<torch::nn::Conv2d> inner;
   std::vector<torch::nn::Conv2d> layer;
-  bool nchw_weight_grad = false;  // for the 3x3 convolutions: see conv2d_train
+  bool own_weight_grad = false;  // for the 3x3 convolutions: see conv2d_train
 
  private:
   int64_t out_channels_;
