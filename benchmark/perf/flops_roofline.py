@@ -113,7 +113,7 @@ def measure(name, args, workdir):
               flush=True)
         run([str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_warmup={warmup}", f"--mrcnn_steps={steps}",
              f"--mrcnn_threads={args.threads}", f"--mrcnn_flops={ours_path}",
-             f"--mrcnn_host_memory={args.host_memory}"] + roofline)
+             f"--mrcnn_host_memory={getattr(args, 'host_memory', 'retain')}"] + roofline)
         print(f"[{name}] torchvision: {warmup + steps} steps, one counted step ...", flush=True)
         run([sys.executable, __file__, "--worker", "--case", str(case), "--warmup", str(warmup), "--steps",
              str(steps), "--threads", str(args.threads), "--report", str(tv_path)])
