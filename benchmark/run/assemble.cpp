@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "benchmark/run/coco_results.h"
-#include "benchmark/run/host_memory.h"
 #include "benchmark/run/command_line.h"
+#include "benchmark/run/host_memory.h"
 #include "benchmark/run/launch_plan.h"
 #include "benchmark/train/checkpoint.h"
 #include "eval/coco.h"
