@@ -72,6 +72,15 @@ double conv_flops(const OpShape& s, const std::vector<int64_t>& out_spatial) {
   return 2.0 * static_cast<double>(s.input[0]) * product(s.weight) * over;
 }
 
+// One gradient (input or weight) of a convolution whose output gradient is `grad_output`: the
+// forward's count, over the output gradient's spatial size.
+double conv_gradient_flops(const OpShape& s, const c10::IValue& grad_output) {
+  const std::vector<int64_t> grad_out = sizes_of(grad_output);
+  const std::vector<int64_t> out_spatial(grad_out.size() > 2 ? grad_out.begin() + 2 : grad_out.end(),
+                                         grad_out.end());
+  return conv_flops(s, out_spatial);
+}
+
 std::vector<int64_t> conv_output_spatial(const OpShape& s) {
   std::vector<int64_t> out;
   for (size_t d = 2; d < s.input.size() && d < s.weight.size(); ++d) {
@@ -219,10 +228,7 @@ void count_op(FlopCounter::State& st, const at::RecordFunction& fn, const Label*
     st.add_flops(label, conv_flops(s, conv_output_spatial(s)), in_forward(label) ? &s : nullptr);
   } else if (std::strcmp(op, "convolution_backward") == 0 && in.size() >= 11) {
     const OpShape s = conv_shape(in, 1);
-    const std::vector<int64_t> grad_out = sizes_of(in[0]);
-    const std::vector<int64_t> out_spatial(grad_out.size() > 2 ? grad_out.begin() + 2 : grad_out.end(),
-                                           grad_out.end());
-    const double one = conv_flops(s, out_spatial);
+    const double one = conv_gradient_flops(s, in[0]);
     std::vector<bool> mask{true, true, false};
     if (in[10].isBoolList()) {
       const auto l = in[10].toBoolList();
@@ -263,9 +269,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       OpShape s;
       s.input = sizes_of(in[1]);
       s.weight = sizes_of(in[2]);
-      const std::vector<int64_t> grad_out = sizes_of(in[0]);
-      if (grad_out.size() > 2)
-        st->add_flops(top, conv_flops(s, std::vector<int64_t>(grad_out.begin() + 2, grad_out.end())), nullptr);
+      st->add_flops(top, conv_gradient_flops(s, in[0]), nullptr);
     }
     st->charge_time(t, Clock::now());
     Label l = top ? *top : Label{};

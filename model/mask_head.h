@@ -31,7 +31,7 @@ class MaskHeadImpl : public torch::nn::Module {
   void init_weights(at::Generator gen);
 
   std::vector<torch::nn::Conv2d> fcn;  // fcn1..fcnN
-  bool own_weight_grad = false;       // see conv2d_train
+  bool own_weight_grad = false;        // see conv2d_train
 };
 TORCH_MODULE(MaskHead);
 

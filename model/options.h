@@ -176,8 +176,10 @@ struct ModelOptions {
   // convolution wider than 1x1 is the project's own (conv2d_train): at stride 1 one matrix
   // product per kernel tap, at stride 2 from NCHW copies; forward and input gradients stay
   // oneDNN's channels-last ones. There, oneDNN's channels-last weight gradient of a 3x3
-  // convolution ran at 20-42 GFLOP/s (2-core AVX2 EPYC), from NCHW copies at 36-91, by taps at
-  // 110-160; the FPN's largest one took 6.5 s a step, 1.8 s, ~1.1 s. On an AVX-512 Xeon the step's
+  // convolution ran at 20-46 GFLOP/s (2-core AVX2 EPYC), from NCHW copies at 36-91 (the FPN's
+  // largest one 6.5 s a step, then 1.8 s), by taps at 115-160 in a Python prototype of the same
+  // arithmetic; in a profiled full-size step all the taps' weight gradients together took 3.2 s
+  // (model/README.md has the step with and without each change). On an AVX-512 Xeon the step's
   // channels-last backward convolutions ran at about 180 GFLOP/s (model/README.md), so the rule
   // stays off there; benchmark/perf/flops_roofline.py shows a machine's own rates.
   // A fixed rule, not a timing: deterministic. No effect on CUDA or without channels_last.

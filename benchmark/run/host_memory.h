@@ -3,7 +3,7 @@
 // A training step at 800x1333 allocates and frees tens of tensors of 30-140 MB each. With the C
 // library's defaults (glibc: blocks above the mmap threshold, at most 32 MB, are mapped on
 // allocation and unmapped on free) every step maps them afresh, and the kernel faults in and zeroes
-// every page again: on 2 cores a quarter of the step went to that (ResNet-50-FPN, batch 2: 22.8 s
+// every page again: on 2 cores over a fifth of the step went to that (ResNet-50-FPN, batch 2: 22.8 s
 // a step, 37 s of system time in a 96 s run; retained: 17.7 s, 10 s). kRetain keeps what is freed
 // in the process instead (no mapped blocks, the heap never trimmed): the next step reuses pages
 // already faulted in. The price is a peak resident size that stays at its high-water mark, +18 %

@@ -66,7 +66,7 @@ class ConvNormImpl : public torch::nn::Module {
   at::Tensor weight;                             // [out, in, k, k]
   FrozenBatchNorm2d frozen_norm{nullptr};        // set with NormKind::kFrozenBatchNorm
   torch::nn::GroupNorm group_norm{nullptr};      // set with NormKind::kGroupNorm
-  bool own_weight_grad = false;                 // see conv2d_train
+  bool own_weight_grad = false;                  // see conv2d_train
 
  private:
   int64_t stride_;

@@ -79,7 +79,7 @@ TEST(ConvTrain, FrozenNormConvolutionOwnWeightGradient) {
     conv->own_weight_grad = on == 1;
     const at::Tensor x = at::randn({2, 8, 9, 10}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
     const at::Tensor loss = conv->forward(x).square().sum();
-    FlopCounter counter;  // counts the aten::convolution_backward calls
+    FlopCounter counter;  // counts convolution_backward calls and weight gradients by taps
     counter.start();
     loss.backward();
     counter.stop();
