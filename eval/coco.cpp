@@ -16,6 +16,10 @@
 #include "eval/json_cursor.h"
 #include "eval/parallel.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace mrcnn::eval {
 
 namespace {
@@ -289,12 +293,75 @@ Rle to_rle(const Segmentation& s, uint32_t h, uint32_t w, std::string_view what)
         return from_counts(s.counts, h, w);
       case Segmentation::Kind::kCompressedRle:
         size_check();
-        return from_string(s.compressed, h, w);
+        return from_compressed(s.compressed, h, w);
     }
   } catch (const std::invalid_argument& e) {
     throw CocoError(std::string(what) + ": " + e.what());
   }
   throw CocoError(std::string(what) + ": unknown segmentation kind");
+}
+
+// ---- CompressedCounts ---------------------------------------------------------------------------
+
+CompressedCounts::CompressedCounts(std::string_view counts) : size_(counts.size()) {
+  if (counts.empty()) return;
+  std::shared_ptr<char[]> chars(new char[counts.size()]);
+  std::memcpy(chars.get(), counts.data(), counts.size());
+  data_ = chars.get();
+  owner_ = std::move(chars);
+}
+
+CompressedCounts CompressedCounts::in_json(std::shared_ptr<const void> owner,
+                                           std::string_view contents, bool escaped) {
+  CompressedCounts c;
+  if (contents.empty()) return c;
+  c.owner_ = std::move(owner);
+  c.data_ = contents.data();
+  c.size_ = contents.size();
+  c.escaped_ = escaped;
+  return c;
+}
+
+std::string_view CompressedCounts::text(std::string& scratch) const {
+  const std::string_view raw(data_, size_);
+  if (!escaped_) return raw;
+  // Only \\ \" and \/ were allowed in: each is its second character.
+  scratch.clear();
+  size_t pos = 0;
+  for (size_t bs = raw.find('\\'); bs != std::string_view::npos; bs = raw.find('\\', pos)) {
+    scratch.append(raw, pos, bs - pos);
+    if (bs + 1 < raw.size()) scratch.push_back(raw[bs + 1]);
+    pos = bs + 2;
+  }
+  if (pos < raw.size()) scratch.append(raw, pos);
+  return scratch;
+}
+
+std::string CompressedCounts::str() const {
+  std::string scratch;
+  const std::string_view t = text(scratch);
+  if (t.data() == scratch.data()) return scratch;
+  return std::string(t);
+}
+
+bool operator==(const CompressedCounts& a, const CompressedCounts& b) {
+  std::string sa, sb;
+  return a.text(sa) == b.text(sb);
+}
+
+namespace {
+std::string& counts_scratch() {
+  thread_local std::string scratch;
+  return scratch;
+}
+}  // namespace
+
+Rle from_compressed(const CompressedCounts& counts, uint32_t height, uint32_t width) {
+  return from_string(counts.text(counts_scratch()), height, width);
+}
+
+void check_compressed(const CompressedCounts& counts, uint32_t height, uint32_t width) {
+  check_string(counts.text(counts_scratch()), height, width);
 }
 
 // ---- Dataset ------------------------------------------------------------------------------------
@@ -511,7 +578,9 @@ namespace {
 // numbers through the cursor's own conversion, strings only without escapes.
 class FastDetection {
  public:
-  FastDetection(const char* p, std::string_view text) : text_(text), p_(p), e_(text.data() + text.size()) {}
+  // `owner` (may be null) keeps `text` alive: counts strings then refer to it instead of copies.
+  FastDetection(const char* p, std::string_view text, const std::shared_ptr<const void>* owner)
+      : text_(text), owner_(owner), p_(p), e_(text.data() + text.size()) {}
   const char* position() const { return p_; }
 
   bool parse(Detection& d) {
@@ -520,21 +589,17 @@ class FastDetection {
     if (p_ < e_ && *p_ == '}') return false;  // the cursor names what is missing
     unsigned seen = 0;
     for (;;) {
-      std::string_view k;
-      if (!key(k)) return false;
-      unsigned bit = 0;
+      const Key k = key();
       bool ok = false;
-      if (k == "image_id") {
-        bit = 1, ok = uint(d.image_id);
-      } else if (k == "category_id") {
-        bit = 2, ok = uint(d.category_id);
-      } else if (k == "score") {
-        bit = 4, ok = number(d.score);
-      } else if (k == "bbox") {
-        bit = 8, ok = bbox(d);
-      } else if (k == "segmentation") {
-        bit = 16, ok = segmentation(d.segmentation);
+      switch (k) {
+        case kImageId: ok = uint(d.image_id); break;
+        case kCategoryId: ok = uint(d.category_id); break;
+        case kScore: ok = number(d.score); break;
+        case kBbox: ok = bbox(d); break;
+        case kSegmentation: ok = segmentation(d.segmentation); break;
+        default: break;  // another key, or one of the segmentation's
       }
+      const unsigned bit = 1u << k;
       if (!ok || (seen & bit)) return false;  // unknown key, unusual value or a repeated key
       seen |= bit;
       ws();
@@ -551,6 +616,32 @@ class FastDetection {
   }
 
  private:
+  enum Key : unsigned { kImageId, kCategoryId, kScore, kBbox, kSegmentation, kSize, kCounts, kOther };
+
+  // The next key and its ':' when it is one of the usual ones, written plainly ("image_id":);
+  // kOther for anything else (another key, an escape in it, malformed text).
+  Key key() {
+    ws();
+    if (p_ >= e_ || *p_ != '"') return kOther;
+    const char* k = p_ + 1;
+    auto is = [&](std::string_view name) {  // name then its closing quote
+      if (static_cast<size_t>(e_ - k) <= name.size() || std::memcmp(k, name.data(), name.size()) != 0 ||
+          k[name.size()] != '"') {
+        return false;
+      }
+      p_ = k + name.size() + 1;
+      return true;
+    };
+    Key found = kOther;
+    switch (*k) {
+      case 'i': found = is("image_id") ? kImageId : kOther; break;
+      case 'c': found = is("category_id") ? kCategoryId : is("counts") ? kCounts : kOther; break;
+      case 's': found = is("score") ? kScore : is("segmentation") ? kSegmentation : is("size") ? kSize : kOther; break;
+      case 'b': found = is("bbox") ? kBbox : kOther; break;
+      default: break;
+    }
+    return found != kOther && eat(':') ? found : kOther;
+  }
   static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
   static bool is_digit(char c) { return c >= '0' && c <= '9'; }
   void ws() {
@@ -564,48 +655,55 @@ class FastDetection {
     }
     return false;
   }
-  // A string without escapes or control characters.
-  bool string(std::string_view& out) {
+  // The closing quote of a string whose contents start at `pos` and hold no escapes but \\ \"
+  // and \/ (`escaped` is set if there are any) and no character below 0x21; npos for anything
+  // else. One loop, escapes included: a counts string holds a few.
+  size_t counts_end(size_t pos, bool& escaped) const {
+    const char* t = text_.data();
+    const size_t n = text_.size();
+    auto stop = [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) <= 0x20; };
+    for (;;) {
+      size_t hit = n;
+#if defined(__SSE2__)
+      const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+      for (; pos + 16 <= n; pos += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + pos));
+        const __m128i low = _mm_cmpeq_epi8(_mm_max_epu8(v, space), space);  // unsigned v <= 0x20
+        const __m128i any = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)), low);
+        if (const int mask = _mm_movemask_epi8(any)) {
+          hit = pos + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+          break;
+        }
+      }
+#endif
+      if (hit == n) {
+        while (pos < n && !stop(t[pos])) ++pos;
+        hit = pos;
+      }
+      if (hit + 1 >= n) return std::string_view::npos;  // a string then at least ']' must follow
+      if (t[hit] == '"') return hit;
+      const char c = t[hit + 1];
+      if (t[hit] != '\\' || (c != '\\' && c != '"' && c != '/')) return std::string_view::npos;
+      escaped = true;
+      pos = hit + 2;
+    }
+  }
+  // A string whose only escapes are \\ \" and \/ (a compressed RLE holds '\\'): referred to
+  // where there is an owner, else copied (decoded).
+  bool counts_string(CompressedCounts& out) {
     ws();
     if (p_ >= e_ || *p_ != '"') return false;
     const size_t start = static_cast<size_t>(p_ - text_.data()) + 1;
-    const size_t end = detail::find_string_special(text_, start);
-    if (end >= text_.size() || text_[end] != '"') return false;
-    out = text_.substr(start, end - start);
+    bool escaped = false;
+    const size_t end = counts_end(start, escaped);
+    if (end == std::string_view::npos) return false;
+    const std::string_view contents = text_.substr(start, end - start);
+    out = owner_ ? CompressedCounts::in_json(*owner_, contents, escaped)
+          : escaped ? CompressedCounts(CompressedCounts::in_json(nullptr, contents, true).str())
+                    : CompressedCounts(contents);
     p_ = text_.data() + end + 1;
     return true;
   }
-  // A string whose only escapes are \\ \" and \/ (a compressed RLE holds '\\'), decoded.
-  bool string_into(std::string& out) {
-    ws();
-    if (p_ >= e_ || *p_ != '"') return false;
-    size_t pos = static_cast<size_t>(p_ - text_.data()) + 1;
-    size_t end = detail::find_string_special(text_, pos);
-    if (end < text_.size() && text_[end] == '"') {  // no escape: one copy
-      out.assign(text_.data() + pos, end - pos);
-      p_ = text_.data() + end + 1;
-      return true;
-    }
-    out.clear();
-    // Room for the raw text up to the next '"' (the decoded string is no longer, unless it holds
-    // an escaped quote): one allocation.
-    if (const void* q = std::memchr(text_.data() + pos, '"', text_.size() - pos)) {
-      out.reserve(static_cast<size_t>(static_cast<const char*>(q) - (text_.data() + pos)));
-    }
-    for (;;) {
-      if (end + 1 >= text_.size()) return false;
-      out.append(text_.data() + pos, end - pos);
-      if (text_[end] == '"') break;
-      const char c = text_[end + 1];
-      if (text_[end] != '\\' || (c != '\\' && c != '"' && c != '/')) return false;
-      out.push_back(c);
-      pos = end + 2;
-      end = detail::find_string_special(text_, pos);
-    }
-    p_ = text_.data() + end + 1;
-    return true;
-  }
-  bool key(std::string_view& k) { return string(k) && eat(':'); }
   // A non-negative integer of at most 19 digits (no fraction, no exponent, no leading zero).
   bool uint(uint64_t& v) {
     ws();
@@ -684,13 +782,12 @@ class FastDetection {
     if (!eat('{')) return false;
     unsigned seen = 0;
     for (;;) {
-      std::string_view k;
-      if (!key(k)) return false;
-      if (k == "size" && !(seen & 1)) {
+      const Key k = key();
+      if (k == kSize && !(seen & 1)) {
         if (!eat('[') || !dim(s.height) || !eat(',') || !dim(s.width) || !eat(']')) return false;
         seen |= 1;
-      } else if (k == "counts" && !(seen & 2)) {
-        if (!string_into(s.compressed)) return false;
+      } else if (k == kCounts && !(seen & 2)) {
+        if (!counts_string(s.compressed)) return false;
         seen |= 2;
       } else {
         return false;
@@ -705,9 +802,27 @@ class FastDetection {
   }
 
   std::string_view text_;
+  const std::shared_ptr<const void>* owner_;
   const char* p_;
   const char* e_;
 };
+
+// Maps the whole pages in [begin, end) of this process's writable memory in one system call,
+// as writing to each would (their contents are kept). Page faults cost microseconds each on
+// virtual machines; this is several times cheaper per page. Best effort: kernels before 5.14
+// do not know the call, and then the pages fault in when written.
+void populate(const void* begin, const void* end) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const uintptr_t e = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE);
+#else
+  (void)begin, (void)end;
+#endif
+}
+// Detections populated at a time (about 640 KB).
+constexpr size_t kPopulateBatch = 4096;
 
 // A piece of the results array could not be read on its own: the caller reads the whole text
 // again with JsonCursor, which names the problem (or, for a cut that was not an element
@@ -724,16 +839,21 @@ size_t skip_json_ws(std::string_view t, size_t p) {
 // The elements from byte `begin` (the start of an element) up to the element that starts at
 // `stop` (not read), or to the array's end when stop is npos (then only whitespace may follow).
 // Throws ReadAgain when the piece does not end exactly at `stop`, JsonError on malformed input.
+// `owner`, when not null, keeps `text` alive (counts strings then refer to it).
 void parse_piece(std::string_view text, const std::string& source, size_t begin, size_t stop,
-                 bool fast, std::vector<Detection>& out) {
+                 bool fast, const std::shared_ptr<const void>* owner, std::vector<Detection>& out) {
   JsonCursor c(text, source);
   std::string scratch;
   size_t pos = begin;
   for (;;) {
+    // Fresh memory a batch at a time: one system call instead of a page fault per page.
+    if (out.size() % kPopulateBatch == 0 && out.size() + kPopulateBatch <= out.capacity()) {
+      populate(out.data() + out.size(), out.data() + out.size() + kPopulateBatch);
+    }
     Detection& d = out.emplace_back();
     bool done = false;
     if (fast) {
-      FastDetection f(text.data() + pos, text);
+      FastDetection f(text.data() + pos, text, owner);
       if (f.parse(d)) {
         pos = static_cast<size_t>(f.position() - text.data());
         done = true;
@@ -788,8 +908,7 @@ std::vector<Detection> parse_results_sequential(std::string_view json, const std
     if (!c.next_is(JsonCursor::Kind::kArray)) {
       c.fail("a results array [{\"image_id\": ..., \"category_id\": ..., \"score\": ...}, ...]");
     }
-    // About 200 bytes a detection with a mask, 80 without: a reservation saves regrowth.
-    dets.reserve(json.size() / 256 + 16);
+    dets.reserve(json.size() / 256 + 16);  // a reservation saves regrowth
     c.begin_array();
     while (c.next_element()) read_detection(c, dets.emplace_back(), scratch);
     c.expect_end();
@@ -802,7 +921,8 @@ std::vector<Detection> parse_results_sequential(std::string_view json, const std
 
 // The pieces, in parallel; false (nothing read) when the text must be read again sequentially.
 bool parse_results_in_pieces(std::string_view json, const std::string& source,
-                             const ResultsReadOptions& o, std::vector<Detection>& dets) {
+                             const ResultsReadOptions& o, const std::shared_ptr<const void>* owner,
+                             std::vector<Detection>& dets) {
   size_t first = json.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   first = skip_json_ws(json, first);
   if (first >= json.size() || json[first] != '[') return false;
@@ -819,24 +939,39 @@ bool parse_results_in_pieces(std::string_view json, const std::string& source,
     starts.push_back(cut);
   }
   const size_t n = starts.size();
+  auto end_of = [&](size_t i) { return i + 1 < n ? starts[i + 1] : json.size(); };
   std::vector<std::vector<Detection>> pieces(n);
-  // The first piece becomes the result: room for every detection (pages are touched only when
-  // used), so the others are moved in without a reallocation.
+  // About 200 bytes a detection with a mask, 80 without. The first piece becomes the result:
+  // room for every detection (pages are touched only when used), so the others are moved in
+  // without a reallocation; the others get room for their own share.
   pieces[0].reserve(json.size() / 256 + 16);
+  for (size_t i = 1; i < n; ++i) pieces[i].reserve((end_of(i) - starts[i]) / 256 + 16);
+  // Each piece refers to the text through its own copy of the owner (its own reference count:
+  // the threads do not contend for one).
+  std::vector<std::shared_ptr<const void>> owners;
+  if (owner) {
+    for (size_t i = 0; i < n; ++i) owners.push_back(std::make_shared<std::shared_ptr<const void>>(*owner));
+  }
   try {
     detail::parallel_for(n, static_cast<int>(n), [&](size_t i) {
       parse_piece(json, source, starts[i], i + 1 < n ? starts[i + 1] : std::string_view::npos,
-                  o.fast_path, pieces[i]);
+                  o.fast_path, owner ? &owners[i] : nullptr, pieces[i]);
     });
   } catch (const ReadAgain&) {
     return false;
   } catch (const JsonError&) {
     return false;
   }
-  dets = std::move(pieces[0]);
   size_t total = 0;
   for (const auto& p : pieces) total += p.size();
+  dets = std::move(pieces[0]);
   dets.reserve(total);
+  // The moved detections' memory, populated on all the threads first.
+  const size_t have = dets.size();
+  detail::parallel_for(n, static_cast<int>(n), [&](size_t i) {
+    const size_t lo = have + (total - have) * i / n, hi = have + (total - have) * (i + 1) / n;
+    populate(dets.data() + lo, dets.data() + hi);
+  });
   for (size_t i = 1; i < n; ++i) {
     std::move(pieces[i].begin(), pieces[i].end(), std::back_inserter(dets));
     std::vector<Detection>().swap(pieces[i]);
@@ -844,15 +979,21 @@ bool parse_results_in_pieces(std::string_view json, const std::string& source,
   return true;
 }
 
+std::vector<Detection> parse_results_shared(std::string_view json, const std::string& source,
+                                            const ResultsReadOptions& options,
+                                            const std::shared_ptr<const void>* owner) {
+  if (options.fast_path || detail::resolve_threads(options.threads) > 1) {
+    std::vector<Detection> dets;
+    if (parse_results_in_pieces(json, source, options, owner, dets)) return dets;
+  }
+  return parse_results_sequential(json, source);
+}
+
 }  // namespace
 
 std::vector<Detection> parse_results(std::string_view json, const std::string& source,
                                      const ResultsReadOptions& options) {
-  if (options.fast_path || detail::resolve_threads(options.threads) > 1) {
-    std::vector<Detection> dets;
-    if (parse_results_in_pieces(json, source, options, dets)) return dets;
-  }
-  return parse_results_sequential(json, source);
+  return parse_results_shared(json, source, options, nullptr);
 }
 
 std::vector<Detection> parse_results(std::string_view json, const std::string& source) {
@@ -860,8 +1001,9 @@ std::vector<Detection> parse_results(std::string_view json, const std::string& s
 }
 
 std::vector<Detection> load_results(const std::string& path, const ResultsReadOptions& options) {
-  const FileBytes bytes(path);
-  return parse_results(bytes.view(), path, options);
+  const auto bytes = std::make_shared<const FileBytes>(path);
+  const std::shared_ptr<const void> owner = bytes;
+  return parse_results_shared(bytes->view(), path, options, &owner);
 }
 
 std::vector<Detection> load_results(const std::string& path) {

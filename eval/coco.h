@@ -14,11 +14,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "eval/rle.h"
@@ -44,6 +46,52 @@ struct Category {
   std::string supercategory;
 };
 
+// COCO's compressed RLE counts string. It either owns its characters or refers to the JSON text
+// it was read from, where they may still carry the escapes \\ \" and \/ (a results file read by
+// load_results: the file stays mapped while any detection read from it lives, and no counts
+// string is copied). text() gives the counts themselves either way. Copies share the characters,
+// which never change after construction.
+class CompressedCounts {
+ public:
+  CompressedCounts() = default;
+  CompressedCounts(const CompressedCounts&) = default;
+  CompressedCounts& operator=(const CompressedCounts&) = default;
+  // A moved-from value is empty.
+  CompressedCounts(CompressedCounts&& o) noexcept { *this = std::move(o); }
+  CompressedCounts& operator=(CompressedCounts&& o) noexcept {
+    if (this == &o) return *this;
+    owner_ = std::move(o.owner_);
+    data_ = std::exchange(o.data_, "");
+    size_ = o.size_;
+    escaped_ = o.escaped_;
+    o.size_ = 0;
+    o.escaped_ = 0;
+    return *this;
+  }
+  // Owns a copy of `counts` (the counts themselves, no escapes).
+  CompressedCounts(std::string_view counts);  // NOLINT(google-explicit-constructor): a string
+  CompressedCounts(const std::string& counts) : CompressedCounts(std::string_view(counts)) {}  // NOLINT
+  CompressedCounts(const char* counts) : CompressedCounts(std::string_view(counts)) {}        // NOLINT
+  // Refers to a JSON string's contents (between its quotes) that `owner` keeps alive; `escaped`
+  // says whether they hold any of the escapes \\ \" \/ (no others are allowed).
+  static CompressedCounts in_json(std::shared_ptr<const void> owner, std::string_view contents,
+                                  bool escaped);
+
+  // The counts: the characters themselves when they carry no escape, else decoded into
+  // `scratch`, which the result then refers to.
+  std::string_view text(std::string& scratch) const;
+  std::string str() const;
+  bool empty() const { return size_ == 0; }
+
+  friend bool operator==(const CompressedCounts& a, const CompressedCounts& b);
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const char* data_ = "";
+  uint64_t size_ : 63 = 0;
+  uint64_t escaped_ : 1 = 0;
+};
+
 // A segmentation as the file gives it: polygons, an uncompressed RLE ("counts" a list), a
 // compressed RLE ("counts" a string), or absent.
 struct Segmentation {
@@ -53,7 +101,7 @@ struct Segmentation {
   uint32_t height = 0;                        // kRle, kCompressedRle: "size": [height, width]
   uint32_t width = 0;
   std::vector<uint32_t> counts;  // kRle: column-major run lengths (zeros first)
-  std::string compressed;        // kCompressedRle: COCO's compressed counts string
+  CompressedCounts compressed;   // kCompressedRle: COCO's compressed counts string
 
   bool empty() const { return kind == Kind::kNone; }
   static Segmentation from_rle(Rle rle);  // kRle holding rle's counts
@@ -64,6 +112,10 @@ struct Segmentation {
 // segmentation is absent, its RLE size differs from the image's, or its counts are malformed;
 // `what` names the annotation in that message (e.g. "annotations[12] (id 4081)").
 Rle to_rle(const Segmentation& s, uint32_t height, uint32_t width, std::string_view what);
+// from_string() and check_string() (rle.h) on compressed counts, decoding any JSON escapes in a
+// buffer of the calling thread's own (no allocation per call).
+Rle from_compressed(const CompressedCounts& counts, uint32_t height, uint32_t width);
+void check_compressed(const CompressedCounts& counts, uint32_t height, uint32_t width);
 
 struct Annotation {
   uint64_t id = 0;
@@ -135,6 +187,12 @@ struct Detection {
 // (syntax, types, finite numbers, non-negative box sizes, well-formed segmentations); whether the
 // ids exist in the ground truth is checked when the results are evaluated against it. An empty
 // array is refused (pycocotools cannot load one either); build an empty vector in memory instead.
+//
+// load_results maps the file and the detections' compressed counts refer to it (no copy): the
+// mapping lives as long as any of them (or a copy) does, even after the file is deleted. Replace
+// a results file by renaming a new one over it, as this project's writers do, not by rewriting it
+// in place while something reads it (a file truncated under a mapping faults its reader).
+// parse_results copies what it keeps from `json`.
 std::vector<Detection> load_results(const std::string& path);
 std::vector<Detection> parse_results(std::string_view json, const std::string& source);
 

@@ -244,7 +244,7 @@ Rle to_rle_named(const Segmentation& s, uint32_t h, uint32_t w, Name&& name) {
   if (!fast) return to_rle(s, h, w, name());
   try {
     if (s.kind == Segmentation::Kind::kPolygons) return from_polygons(s.polygons, h, w);
-    return from_string(s.compressed, h, w);
+    return from_compressed(s.compressed, h, w);
   } catch (const std::invalid_argument& e) {
     throw CocoError(name() + ": " + e.what());
   }
@@ -276,7 +276,7 @@ void CocoEvaluator::check_gt_segmentations() const {
                         std::to_string(h) + ", " + std::to_string(w) + "]");
       }
       try {
-        if (s.kind == Segmentation::Kind::kCompressedRle) check_string(s.compressed, h, w);
+        if (s.kind == Segmentation::Kind::kCompressedRle) check_compressed(s.compressed, h, w);
         if (s.kind == Segmentation::Kind::kRle) from_counts(s.counts, h, w);
       } catch (const std::invalid_argument& e) {
         throw CocoError(what() + ": " + e.what());
@@ -432,7 +432,7 @@ void check_segmentation(const Detection& d, uint32_t h, uint32_t w, size_t i) {
                     ", " + std::to_string(w) + "]");
   }
   try {
-    if (s.kind == Segmentation::Kind::kCompressedRle) check_string(s.compressed, h, w);
+    if (s.kind == Segmentation::Kind::kCompressedRle) check_compressed(s.compressed, h, w);
     if (s.kind == Segmentation::Kind::kRle) {
       uint64_t total = 0;
       for (uint32_t c : s.counts) total += c;

@@ -80,12 +80,14 @@ std::string encode_detections(const std::vector<eval::Detection>& dets) {
         put<uint64_t>(out, s.counts.size());
         out.append(reinterpret_cast<const char*>(s.counts.data()), s.counts.size() * sizeof(uint32_t));
         break;
-      case Kind::kCompressedRle:
+      case Kind::kCompressedRle: {
         put(out, s.height);
         put(out, s.width);
-        put<uint64_t>(out, s.compressed.size());
-        out.append(s.compressed);
+        const std::string counts = s.compressed.str();
+        put<uint64_t>(out, counts.size());
+        out.append(counts);
         break;
+      }
     }
   }
   return out;

@@ -99,7 +99,7 @@ nlohmann::ordered_json to_json(const eval::Detection& det) {
                            {"score", det.score}};
   const auto& seg = det.segmentation;
   if (seg.kind == eval::Segmentation::Kind::kCompressedRle)
-    j["segmentation"] = {{"size", {seg.height, seg.width}}, {"counts", seg.compressed}};
+    j["segmentation"] = {{"size", {seg.height, seg.width}}, {"counts", seg.compressed.str()}};
   else if (seg.kind == eval::Segmentation::Kind::kRle)
     j["segmentation"] = {{"size", {seg.height, seg.width}},
                          {"counts", eval::to_string(eval::from_counts(seg.counts, seg.height, seg.width))}};

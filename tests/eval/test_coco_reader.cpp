@@ -50,7 +50,7 @@ TEST(CocoReader, ReadsAllFieldsAndEncodings) {
   const Annotation& a2 = ds.annotations[2];
   EXPECT_FALSE(a2.iscrowd);  // absent means not a crowd
   EXPECT_EQ(a2.segmentation.kind, Segmentation::Kind::kCompressedRle);
-  EXPECT_EQ(a2.segmentation.compressed, "0;m2");
+  EXPECT_EQ(a2.segmentation.compressed.str(), "0;m2");
   EXPECT_EQ(a2.segmentation.height, 10u);
 }
 

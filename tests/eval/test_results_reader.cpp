@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "eval/coco.h"
 #include "eval/json_cursor.h"
+#include "eval/rle.h"
 
 namespace mrcnn::eval {
 namespace {
@@ -67,7 +70,7 @@ void expect_same(const std::vector<Detection>& want, const std::vector<Detection
     EXPECT_EQ(s.height, t.height) << at;
     EXPECT_EQ(s.width, t.width) << at;
     EXPECT_EQ(s.counts, t.counts) << at;
-    EXPECT_EQ(s.compressed, t.compressed) << at;
+    EXPECT_EQ(s.compressed.str(), t.compressed.str()) << at;
     ASSERT_EQ(s.polygons.size(), t.polygons.size()) << at;
     for (size_t p = 0; p < s.polygons.size(); ++p) {
       ASSERT_EQ(s.polygons[p].size(), t.polygons[p].size()) << at;
@@ -288,6 +291,79 @@ TEST(ResultsReaderPieces, NumbersConvertAsFromChars) {
       ASSERT_TRUE(same_bits(parse_results(json, "n.json")[0].score, want)) << s;
     }
   }
+}
+
+// load_results refers to the mapped file instead of copying the counts strings: the detections
+// equal the cursor's, escapes included, and stay valid after the file is gone and the vector
+// that held them is destroyed (each keeps the mapping alive).
+TEST(ResultsReaderFile, DetectionsReferToTheFileAndOutliveIt) {
+  // A real 640x500 mask whose counts string holds '\\' (escaped in the file), and one with every
+  // escape the fast path takes.
+  std::string counts;
+  for (uint32_t v = 1; counts.find('\\') == std::string::npos; ++v) {
+    counts = to_string(from_counts({v * 37, 1000 + v, 640 * 500 - v * 37 - 1000 - v}, 640, 500));
+  }
+  std::string escaped;
+  for (char c : counts) escaped += c == '\\' ? std::string("\\\\") : std::string(1, c);
+  const std::string mask = R"({"image_id": 3, "category_id": 7, "score": 0.5, "bbox": [1, 2, 3, 4], )"
+                           R"("segmentation": {"size": [640, 500], "counts": ")" + escaped + "\"}}";
+  const std::string odd = R"({"image_id": 4, "category_id": 7, "score": 0.5, "bbox": [1, 2, 3, 4], )"
+                          R"("segmentation": {"size": [640, 500], "counts": "b0\\^1\/x\"y"}})";
+  std::string json = varied_results(300, 7, true);
+  json.resize(json.rfind(']'));  // the varied file's detections, then more of the usual shape
+  for (int i = 0; i < 2000; ++i) json += ", " + (i % 2 ? mask : odd);
+  json += "]";
+  const std::string path = ::testing::TempDir() + "results_reader_file.json";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(json.data(), 1, json.size(), f), json.size());
+    std::fclose(f);
+  }
+  const std::vector<Detection> want = parse_results(json, "res.json", reference());
+  ASSERT_EQ(want.back().segmentation.compressed.str(), counts);
+  Detection kept, kept_odd;
+  {
+    ResultsReadOptions o;
+    o.threads = 3;
+    o.min_piece_bytes = 4096;
+    std::vector<Detection> got = load_results(path, o);
+    expect_same(want, got, "load_results, 3 pieces");
+    expect_same(want, load_results(path), "load_results, default options");
+    kept = got.back();
+    kept_odd = got[got.size() - 2];
+    ASSERT_EQ(std::remove(path.c_str()), 0);
+  }
+  EXPECT_EQ(kept.segmentation.compressed.str(), counts);
+  EXPECT_EQ(kept_odd.segmentation.compressed.str(), "b0\\^1/x\"y");
+  EXPECT_EQ(to_rle(kept.segmentation, 640, 500, "kept").counts, from_string(counts, 640, 500).counts)
+      << "decoded through the escapes";
+}
+
+TEST(CompressedCounts, OwnsOrRefersCopiesShareMovesEmpty) {
+  CompressedCounts owned = std::string("0\\4");
+  std::string scratch;
+  EXPECT_EQ(owned.text(scratch), "0\\4");
+  EXPECT_TRUE(scratch.empty()) << "no escapes: the characters themselves";
+
+  auto text = std::make_shared<const std::string>(R"(ab\\c\/d\"e)");
+  CompressedCounts borrowed = CompressedCounts::in_json(text, *text, true);
+  EXPECT_EQ(borrowed.str(), "ab\\c/d\"e");
+  EXPECT_EQ(borrowed, CompressedCounts("ab\\c/d\"e"));
+  EXPECT_FALSE(borrowed == owned);
+  EXPECT_EQ(text.use_count(), 2);
+
+  CompressedCounts copy = borrowed;
+  EXPECT_EQ(text.use_count(), 3);
+  CompressedCounts moved = std::move(borrowed);
+  EXPECT_EQ(text.use_count(), 3);
+  EXPECT_TRUE(borrowed.empty());  // NOLINT(bugprone-use-after-move): the documented state
+  EXPECT_EQ(borrowed.str(), "");  // NOLINT(bugprone-use-after-move)
+  text.reset();
+  EXPECT_EQ(copy.str(), "ab\\c/d\"e") << "the copy keeps the text alive";
+  EXPECT_EQ(moved, copy);
+  EXPECT_TRUE(CompressedCounts().empty());
+  EXPECT_TRUE(CompressedCounts("").empty());
 }
 
 }  // namespace

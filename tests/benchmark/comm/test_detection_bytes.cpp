@@ -41,7 +41,7 @@ void expect_same(const eval::Detection& a, const eval::Detection& b) {
   EXPECT_EQ(a.segmentation.height, b.segmentation.height);
   EXPECT_EQ(a.segmentation.width, b.segmentation.width);
   EXPECT_EQ(a.segmentation.counts, b.segmentation.counts);
-  EXPECT_EQ(a.segmentation.compressed, b.segmentation.compressed);
+  EXPECT_EQ(a.segmentation.compressed.str(), b.segmentation.compressed.str());
   EXPECT_EQ(a.segmentation.polygons, b.segmentation.polygons);
 }
 
