@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -624,12 +625,11 @@ class FastDetection {
     ws();
     if (p_ >= e_ || *p_ != '"') return kOther;
     const char* k = p_ + 1;
-    auto is = [&](std::string_view name) {  // name then its closing quote
-      if (static_cast<size_t>(e_ - k) <= name.size() || std::memcmp(k, name.data(), name.size()) != 0 ||
-          k[name.size()] != '"') {
-        return false;
-      }
-      p_ = k + name.size() + 1;
+    // The name then its closing quote; a fixed-size comparison the compiler turns into loads.
+    auto is = [&]<size_t N>(const char (&name)[N]) {
+      constexpr size_t n = N - 1;
+      if (static_cast<size_t>(e_ - k) <= n || std::memcmp(k, name, n) != 0 || k[n] != '"') return false;
+      p_ = k + n + 1;
       return true;
     };
     Key found = kOther;
@@ -704,8 +704,51 @@ class FastDetection {
     p_ = text_.data() + end + 1;
     return true;
   }
+  // The run of ASCII digits at p, up to 8 of them (p + 8 <= e_): how many, and their value in
+  // `value`. Eight bytes at once (SWAR): no branch per digit.
+  static int digits8(const char* p, uint64_t& value) {
+    uint64_t bytes;
+    std::memcpy(&bytes, p, 8);
+    const uint64_t t = bytes ^ 0x3030303030303030ull;  // '0'..'9' -> 0..9
+    // A byte is not a digit when its high nibble is set or its low one is above 9. The addition
+    // can carry into the next byte only from a byte that is not a digit: bytes after the first
+    // one that is not are never looked at.
+    const uint64_t not_digit = (t | (t + 0x0606060606060606ull)) & 0xF0F0F0F0F0F0F0F0ull;
+    const int n = not_digit ? std::countr_zero(not_digit) >> 3 : 8;
+    if (n == 0) return 0;
+    // The digits, most significant first, moved to the high bytes (zeros before them), then
+    // combined pairwise: 8 digits in three multiplications.
+    uint64_t d = t << (8 * (8 - n));
+    d = d * 10 + (d >> 8);
+    d = (((d & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+         (((d >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+    value = d;
+    return n;
+  }
+  // A text this far from its end can be read eight bytes at a time without a bounds check.
+  static constexpr ptrdiff_t kWordMargin = 48;
+
   // A non-negative integer of at most 19 digits (no fraction, no exponent, no leading zero).
+  // Up to 7 digits (every id and size in practice) in one step, longer ones digit by digit.
   bool uint(uint64_t& v) {
+    if constexpr (std::endian::native == std::endian::little) {
+      ws();
+      if (e_ - p_ >= kWordMargin) {
+        uint64_t x = 0;
+        const int n = digits8(p_, x);
+        if (n == 0 || (*p_ == '0' && n > 1)) return false;
+        if (n < 8) {
+          const char next = p_[n];
+          if (next == '.' || next == 'e' || next == 'E') return false;
+          p_ += n;
+          v = x;
+          return true;
+        }
+      }
+    }
+    return uint_bytewise(v);
+  }
+  bool uint_bytewise(uint64_t& v) {
     ws();
     const char* s = p_;
     uint64_t x = 0;
@@ -719,7 +762,48 @@ class FastDetection {
   // A JSON number (the grammar checked here), converted as JsonCursor::number() does: plain
   // decimals of at most 19 digits in the same scan (m / 10^f, both exact doubles: one correctly
   // rounded division, as in detail::json_number_to_double), the rest by that function.
+  // Plain decimals of up to 7 digits before and 7 after the point (scores, boxes) in one step
+  // each, converted as below; anything longer, or with an exponent, digit by digit.
   bool number(double& v) {
+    static constexpr double kPow10[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
+    static constexpr uint64_t kPow10Int[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+    if constexpr (std::endian::native == std::endian::little) {
+      ws();
+      if (e_ - p_ >= kWordMargin) {
+        const char* p = p_;
+        const bool negative = *p == '-';
+        p += negative;
+        uint64_t m = 0;
+        const int n = digits8(p, m);
+        if (n == 0 || (*p == '0' && n > 1)) return false;
+        if (n < 8) {
+          p += n;
+          int fraction = 0;
+          bool simple = true;
+          if (*p == '.') {
+            uint64_t f = 0;
+            const int k = digits8(p + 1, f);
+            if (k == 0) return false;
+            simple = k < 8;
+            if (f != 0) {  // x.000 is x: no division
+              m = m * kPow10Int[k] + f;
+              fraction = k;
+            }
+            p += 1 + k;
+          }
+          if (simple && *p != 'e' && *p != 'E') {
+            // m < 10^14 < 2^53 and 10^fraction are exact doubles: one correctly rounded division.
+            const double x = fraction ? static_cast<double>(m) / kPow10[fraction] : static_cast<double>(m);
+            v = negative ? -x : x;
+            p_ = p;
+            return true;
+          }
+        }
+      }
+    }
+    return number_bytewise(v);
+  }
+  bool number_bytewise(double& v) {
     static constexpr double kPow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                           1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                           1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};

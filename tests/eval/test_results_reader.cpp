@@ -285,12 +285,51 @@ TEST(ResultsReaderPieces, NumbersConvertAsFromChars) {
     ASSERT_EQ(r.ptr, s.data() + s.size()) << s;
     ASSERT_TRUE(detail::json_number_to_double(s.data(), s.data() + s.size(), got)) << s;
     ASSERT_TRUE(same_bits(want, got)) << s << ": " << want << " vs " << got;
-    // Through the fast path of the reader too.
+    // Through the fast path of the reader too: near the text's end (read byte by byte) and far
+    // from it (short decimals read eight bytes at a time).
     const std::string json = "[{\"image_id\": 1, \"category_id\": 1, \"score\": " + s + ", \"bbox\": [0, 0, 1, 1]}]";
-    if (i % 50 == 0) {
+    if (i % 20 == 0) {
       ASSERT_TRUE(same_bits(parse_results(json, "n.json")[0].score, want)) << s;
+      ASSERT_TRUE(same_bits(parse_results(json + std::string(64, ' '), "n.json")[0].score, want)) << s;
     }
   }
+}
+
+// The fast path reads short decimals and integers eight bytes at a time: every length of integer
+// and fraction around that width, trailing zeros, signs, leading zeros (refused), ids of 1-19
+// digits, against the cursor alone.
+TEST(ResultsReaderPieces, WordAtATimeNumbersEqualTheCursors) {
+  std::mt19937_64 rng(11);
+  std::vector<std::string> numbers = {"0", "-0", "0.0", "-0.0", "414.0", "0.8345", "1.50", "0.05",
+                                      "9999999.9999999", "12345678", "1234567.12345678", "7e2",
+                                      "3.25E-1", "0.1000000", "100.0000000"};
+  for (int int_digits = 1; int_digits <= 9; ++int_digits) {
+    for (int frac_digits = 0; frac_digits <= 9; ++frac_digits) {
+      std::string x;
+      for (int k = 0; k < int_digits; ++k) x += static_cast<char>('0' + (k == 0 ? 1 + rng() % 9 : rng() % 10));
+      if (frac_digits) x += '.';
+      for (int k = 0; k < frac_digits; ++k) x += static_cast<char>('0' + rng() % 10);
+      numbers.push_back(x);
+      numbers.push_back("-" + x);
+    }
+  }
+  std::string json = "[";
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    std::string id = std::to_string(1 + rng() % 9);
+    for (size_t k = 0; k < i % 19; ++k) id += static_cast<char>('0' + rng() % 10);
+    json += (i ? ", " : "") + std::string("{\"image_id\": ") + id + ", \"category_id\": " + std::to_string(i) +
+            ", \"score\": " + numbers[i] + ", \"bbox\": [" + numbers[i] + ", " + numbers[(i + 1) % numbers.size()] +
+            ", 1.5, 2.25]}";
+  }
+  json += "]";
+  expect_all_ways_equal(json);
+  // A leading zero ends the number (JSON): the cursor's message, however the number is read.
+  expect_same_error(R"([{"image_id": 1, "category_id": 2, "score": 0.5, "bbox": [01.5, 2, 3, 4]}])" +
+                        std::string(64, ' '),
+                    "[0].bbox[0]: expected ',' or ']', found '1'");
+  expect_same_error(R"([{"image_id": 007, "category_id": 2, "score": 0.5, "bbox": [1, 2, 3, 4]}])" +
+                        std::string(64, ' '),
+                    "[0].image_id: expected ',' or '}', found '0'");
 }
 
 // load_results refers to the mapped file instead of copying the counts strings: the detections
