@@ -574,6 +574,46 @@ Dataset load_dataset(const std::string& path) {
 namespace {
 
 // ---- the results reader's fast path -----------------------------------------------------------
+
+// The bytes of a detection the fast path read, as literal text (keys, separators, brackets)
+// around its values. A results file comes from one writer, so its elements usually share one
+// layout with other values: those are read by comparing the literals and converting only the
+// values, and anything different goes through the fast path's own parse.
+struct Layout {
+  enum Field : uint8_t { kImageId, kCategoryId, kScore, kBbox0, kBbox1, kBbox2, kBbox3, kHeight, kWidth, kCounts };
+  struct Step {
+    std::string_view literal;  // the text before the value
+    Field field;
+  };
+  std::array<Step, 10> steps{};
+  size_t size = 0;
+  std::string_view tail;  // the text after the last value, to the element's closing brace
+  bool valid = false;
+  bool has_bbox = false;
+  bool has_counts = false;
+
+  // Learning from an element that starts at `begin`: each value token in order, then its end.
+  void start(const char* begin) {
+    valid = false;
+    size = 0;
+    last_ = begin;
+  }
+  void add(Field f, const char* begin, const char* end) {
+    if (size < steps.size()) steps[size] = {std::string_view(last_, static_cast<size_t>(begin - last_)), f};
+    ++size;
+    last_ = end;
+  }
+  void finish(const char* end, const Detection& d) {
+    tail = std::string_view(last_, static_cast<size_t>(end - last_));
+    valid = size <= steps.size();
+    has_bbox = d.has_bbox;
+    has_counts = d.segmentation.kind == Segmentation::Kind::kCompressedRle;
+  }
+
+ private:
+  const char* last_ = nullptr;
+};
+
 // Reads one detection of the usual shape, or gives up (returns false) on anything else, leaving
 // that element to JsonCursor. It accepts nothing the cursor refuses and reads the same values:
 // numbers through the cursor's own conversion, strings only without escapes.
@@ -584,7 +624,27 @@ class FastDetection {
       : text_(text), owner_(owner), p_(p), e_(text.data() + text.size()) {}
   const char* position() const { return p_; }
 
-  bool parse(Detection& d) {
+  // Reads an element of layout `l` (learned from an earlier one); false, with nothing read and
+  // `d` reset, when this one differs (or is malformed): then parse() reads it.
+  bool parse_as(const Layout& l, Detection& d) {
+    const char* begin = p_;
+    if (read_as(l, d)) return true;
+    p_ = begin;
+    d = Detection{};
+    return false;
+  }
+
+  // The general fast path; learns the element's layout into `learn` (when not null) if it reads it.
+  bool parse(Detection& d, Layout* learn) {
+    learn_ = learn;
+    if (learn_) learn_->start(p_);
+    if (!parse_fields(d)) return false;
+    if (learn_) learn_->finish(p_, d);
+    return true;
+  }
+
+ private:
+  bool parse_fields(Detection& d) {
     if (!eat('{')) return false;
     ws();
     if (p_ < e_ && *p_ == '}') return false;  // the cursor names what is missing
@@ -593,9 +653,9 @@ class FastDetection {
       const Key k = key();
       bool ok = false;
       switch (k) {
-        case kImageId: ok = uint(d.image_id); break;
-        case kCategoryId: ok = uint(d.category_id); break;
-        case kScore: ok = number(d.score); break;
+        case kImageId: ok = value(Layout::kImageId, [&] { return uint(d.image_id); }); break;
+        case kCategoryId: ok = value(Layout::kCategoryId, [&] { return uint(d.category_id); }); break;
+        case kScore: ok = value(Layout::kScore, [&] { return number(d.score); }); break;
         case kBbox: ok = bbox(d); break;
         case kSegmentation: ok = segmentation(d.segmentation); break;
         default: break;  // another key, or one of the segmentation's
@@ -616,7 +676,83 @@ class FastDetection {
     return (seen & 7) == 7 && (d.has_bbox || !d.segmentation.empty());
   }
 
- private:
+  bool read_as(const Layout& l, Detection& d) {
+    Segmentation& s = d.segmentation;
+    size_t counts_begin = 0, counts_stop = 0;
+    bool escaped = false;
+    for (size_t i = 0; i < l.size; ++i) {
+      const Layout::Step& step = l.steps[i];
+      if (!literal(step.literal)) return false;
+      bool ok = false;
+      switch (step.field) {
+        case Layout::kImageId: ok = uint(d.image_id); break;
+        case Layout::kCategoryId: ok = uint(d.category_id); break;
+        case Layout::kScore: ok = number(d.score); break;
+        case Layout::kBbox0:
+        case Layout::kBbox1:
+        case Layout::kBbox2:
+        case Layout::kBbox3: ok = number(d.bbox[step.field - Layout::kBbox0]); break;
+        case Layout::kHeight: ok = dim(s.height); break;
+        case Layout::kWidth: ok = dim(s.width); break;
+        case Layout::kCounts:
+          counts_begin = static_cast<size_t>(p_ - text_.data());
+          counts_stop = counts_end(counts_begin, escaped);
+          ok = counts_stop != std::string_view::npos;
+          if (ok) p_ = text_.data() + counts_stop;  // the closing quote begins the next literal
+          break;
+      }
+      if (!ok) return false;
+    }
+    if (!literal(l.tail)) return false;
+    if (l.has_bbox && (d.bbox[2] < 0 || d.bbox[3] < 0)) return false;
+    d.has_bbox = l.has_bbox;
+    if (l.has_counts) {
+      s.kind = Segmentation::Kind::kCompressedRle;
+      s.compressed = counts(text_.substr(counts_begin, counts_stop - counts_begin), escaped);
+    }
+    return true;
+  }
+
+  // The text at p_ is `lit` (then skipped).
+  bool literal(std::string_view lit) {
+    const size_t n = lit.size();
+    if (static_cast<size_t>(e_ - p_) < n) return false;
+    const char* a = p_;
+    const char* b = lit.data();
+    auto word = [](const char* x) {
+      uint64_t w;
+      std::memcpy(&w, x, 8);
+      return w;
+    };
+    if (n >= 8) {  // whole words, the last one overlapping
+      for (size_t k = 0; k + 8 < n; k += 8) {
+        if (word(a + k) != word(b + k)) return false;
+      }
+      if (word(a + n - 8) != word(b + n - 8)) return false;
+    } else if (std::memcmp(a, b, n) != 0) {
+      return false;
+    }
+    p_ += n;
+    return true;
+  }
+
+  // A value read by `read` (which skips the whitespace before it), its token noted for the
+  // layout being learned.
+  template <class Read>
+  bool value(Layout::Field f, Read&& read) {
+    ws();
+    const char* begin = p_;
+    if (!read()) return false;
+    if (learn_) learn_->add(f, begin, p_);
+    return true;
+  }
+
+  CompressedCounts counts(std::string_view contents, bool escaped) const {
+    if (owner_) return CompressedCounts::in_json(*owner_, contents, escaped);
+    if (escaped) return CompressedCounts(CompressedCounts::in_json(nullptr, contents, true).str());
+    return CompressedCounts(contents);
+  }
+
   enum Key : unsigned { kImageId, kCategoryId, kScore, kBbox, kSegmentation, kSize, kCounts, kOther };
 
   // The next key and its ':' when it is one of the usual ones, written plainly ("image_id":);
@@ -697,10 +833,8 @@ class FastDetection {
     bool escaped = false;
     const size_t end = counts_end(start, escaped);
     if (end == std::string_view::npos) return false;
-    const std::string_view contents = text_.substr(start, end - start);
-    out = owner_ ? CompressedCounts::in_json(*owner_, contents, escaped)
-          : escaped ? CompressedCounts(CompressedCounts::in_json(nullptr, contents, true).str())
-                    : CompressedCounts(contents);
+    out = counts(text_.substr(start, end - start), escaped);
+    if (learn_) learn_->add(Layout::kCounts, text_.data() + start, text_.data() + end);
     p_ = text_.data() + end + 1;
     return true;
   }
@@ -849,7 +983,8 @@ class FastDetection {
     }
     for (int i = 0; i < 4; ++i) {
       if (i > 0 && !eat(',')) return false;
-      if (!number(d.bbox[static_cast<size_t>(i)])) return false;
+      const auto f = static_cast<Layout::Field>(Layout::kBbox0 + i);
+      if (!value(f, [&] { return number(d.bbox[static_cast<size_t>(i)]); })) return false;
     }
     if (!eat(']') || d.bbox[2] < 0 || d.bbox[3] < 0) return false;
     d.has_bbox = true;
@@ -868,7 +1003,10 @@ class FastDetection {
     for (;;) {
       const Key k = key();
       if (k == kSize && !(seen & 1)) {
-        if (!eat('[') || !dim(s.height) || !eat(',') || !dim(s.width) || !eat(']')) return false;
+        if (!eat('[') || !value(Layout::kHeight, [&] { return dim(s.height); }) || !eat(',') ||
+            !value(Layout::kWidth, [&] { return dim(s.width); }) || !eat(']')) {
+          return false;
+        }
         seen |= 1;
       } else if (k == kCounts && !(seen & 2)) {
         if (!counts_string(s.compressed)) return false;
@@ -887,6 +1025,7 @@ class FastDetection {
 
   std::string_view text_;
   const std::shared_ptr<const void>* owner_;
+  Layout* learn_ = nullptr;
   const char* p_;
   const char* e_;
 };
@@ -929,6 +1068,11 @@ void parse_piece(std::string_view text, const std::string& source, size_t begin,
   JsonCursor c(text, source);
   std::string scratch;
   size_t pos = begin;
+  Layout layout;
+  // Elements in a row that did not match the layout learned from the one before; after this
+  // many the file's elements differ too much to keep learning.
+  int misses = 0;
+  constexpr int kMaxMisses = 8;
   for (;;) {
     // Fresh memory a batch at a time: one system call instead of a page fault per page.
     if (out.size() % kPopulateBatch == 0 && out.size() + kPopulateBatch <= out.capacity()) {
@@ -938,12 +1082,16 @@ void parse_piece(std::string_view text, const std::string& source, size_t begin,
     bool done = false;
     if (fast) {
       FastDetection f(text.data() + pos, text, owner);
-      if (f.parse(d)) {
-        pos = static_cast<size_t>(f.position() - text.data());
+      const bool learning = misses < kMaxMisses;
+      if (learning && layout.valid && f.parse_as(layout, d)) {
+        misses = 0;
         done = true;
       } else {
-        d = Detection{};
+        if (layout.valid) ++misses;
+        done = f.parse(d, learning ? &layout : nullptr);
+        if (!done) d = Detection{};
       }
+      if (done) pos = static_cast<size_t>(f.position() - text.data());
     }
     if (!done) {
       c.restart_at(pos);

@@ -332,6 +332,67 @@ TEST(ResultsReaderPieces, WordAtATimeNumbersEqualTheCursors) {
                     "[0].image_id: expected ',' or '}', found '0'");
 }
 
+// After one element the reader compares the next ones' literal text (keys, separators) with it and
+// converts only their values. Every way a later element can differ from the learned layout, valid
+// or not, gives the cursor's detections or its error.
+TEST(ResultsReaderPieces, LearnedLayoutGivesTheCursorsResultsOnEveryDifference) {
+  const std::string base =
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iXS81oc01O2N2\\b0^1L4"}})";
+  const std::vector<std::string> variants = {
+      base,
+      R"({"image_id": 123456789, "category_id": 0, "score": -1e-3, "bbox": [1.25, -2.5, 0.0, 1234567.5], )"
+      R"("segmentation": {"size": [1, 2], "counts": ""}})",  // other values, same layout
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, -86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // negative width: an error
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "a\u0030b"}})",  // an escape the cursor decodes
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "a)" "\x01" R"(b"}})",  // a control character
+      R"({"image_id": 12, "category_id": 7, "score": "0.8", "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // a string for a number
+      R"({"image_id": 12,  "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // one more space
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [],   )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // no box
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0]})",
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}, "extra": 1})",  // another key
+      R"({"image_id": 12, "image_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // a repeated key
+      R"({"category_id": 7, "image_id": 12, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // another order
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}  })",  // more space before the end
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 5000000000], "counts": "iX"}})",  // a size out of range
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX})",  // unterminated
+      R"({"image_id": 12, "category_id": 7, "score": 1.5e400, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // not a finite number
+      R"({"image_id": 12, "category_id": 7.5, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iX"}})",  // a fraction in an id
+  };
+  for (size_t v = 0; v < variants.size(); ++v) {
+    SCOPED_TRACE("variant " + std::to_string(v));
+    std::string json = "[";
+    for (int i = 0; i < 40; ++i) json += base + ", ";
+    json += variants[v];
+    for (int i = 0; i < 40; ++i) json += ", " + base;
+    json += "]" + std::string(64, ' ');
+    if (error_of(json, reference()) == "(no error)") {
+      expect_all_ways_equal(json);
+    } else {
+      expect_same_error(json, "res.json: byte ");
+    }
+  }
+  // A layout learned from a box-only element, then elements with masks, and back.
+  const std::string box_only = R"({"image_id": 3, "category_id": 1, "score": 0.5, "bbox": [1, 2, 3, 4]})";
+  std::string mixed = "[";
+  for (int i = 0; i < 60; ++i) mixed += (i ? ", " : "") + (i % 7 < 3 ? box_only : base);
+  expect_all_ways_equal(mixed + "]" + std::string(64, ' '));
+}
+
 // load_results refers to the mapped file instead of copying the counts strings: the detections
 // equal the cursor's, escapes included, and stay valid after the file is gone and the vector
 // that held them is destroyed (each keeps the mapping alive).
