@@ -724,13 +724,22 @@ class FastDetection {
       std::memcpy(&w, x, 8);
       return w;
     };
+    auto half = [](const char* x) {
+      uint32_t w;
+      std::memcpy(&w, x, 4);
+      return w;
+    };
     if (n >= 8) {  // whole words, the last one overlapping
       for (size_t k = 0; k + 8 < n; k += 8) {
         if (word(a + k) != word(b + k)) return false;
       }
       if (word(a + n - 8) != word(b + n - 8)) return false;
-    } else if (std::memcmp(a, b, n) != 0) {
-      return false;
+    } else if (n >= 4) {  // two overlapping halves
+      if (half(a) != half(b) || half(a + n - 4) != half(b + n - 4)) return false;
+    } else {
+      for (size_t k = 0; k < n; ++k) {
+        if (a[k] != b[k]) return false;
+      }
     }
     p_ += n;
     return true;

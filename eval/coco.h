@@ -200,8 +200,10 @@ std::vector<Detection> parse_results(std::string_view json, const std::string& s
 // cut into one piece per thread at element boundaries; each piece is parsed on its own thread
 // and the detections are concatenated in file order. Each element goes through a fast path for
 // the usual shape ({"image_id", "category_id", "score", "bbox", "segmentation": compressed RLE},
-// keys in any order, no escapes); anything else (other keys, polygons, uncompressed RLE,
-// escapes, ...) is read by JsonCursor. A cut is trusted only when the piece before it ends
+// keys in any order, no escapes but \\ \" \/ in the counts); anything else (other keys,
+// polygons, uncompressed RLE, other escapes, ...) is read by JsonCursor. The fast path learns
+// an element's layout (its bytes around the values) and reads the next elements by comparing
+// those bytes and converting only the values, as long as they match. A cut is trusted only when the piece before it ends
 // exactly there; otherwise, and whenever anything is malformed, the whole text is read again in
 // one sequential pass through JsonCursor alone, which gives the error message (file, byte, line,
 // column, element, expectation). The detections and the errors are the same whatever the
