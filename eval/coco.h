@@ -9,7 +9,8 @@
 // Ownership: a Dataset owns all its data (plain vectors and strings); it is a value, copyable and
 // movable. Lookups (find_image, annotations_of_image, ...) use an index that load_dataset()
 // builds; after changing the vectors by hand call build_index() again. A const Dataset is safe to
-// read from many threads at once.
+// read from many threads at once. Detections read by load_results share the mapped file (see
+// there).
 #pragma once
 
 #include <array>
