@@ -324,17 +324,17 @@ CompressedCounts CompressedCounts::in_json(std::shared_ptr<const void> owner,
 }
 
 std::string_view CompressedCounts::text(std::string& scratch) const {
-  const std::string_view raw(data_, size_);
-  if (!escaped_) return raw;
+  const std::string_view held = raw();
+  if (!escaped_) return held;
   // Only \\ \" and \/ were allowed in: each is its second character.
   scratch.clear();
   size_t pos = 0;
-  for (size_t bs = raw.find('\\'); bs != std::string_view::npos; bs = raw.find('\\', pos)) {
-    scratch.append(raw, pos, bs - pos);
-    if (bs + 1 < raw.size()) scratch.push_back(raw[bs + 1]);
+  for (size_t bs = held.find('\\'); bs != std::string_view::npos; bs = held.find('\\', pos)) {
+    scratch.append(held, pos, bs - pos);
+    if (bs + 1 < held.size()) scratch.push_back(held[bs + 1]);
     pos = bs + 2;
   }
-  if (pos < raw.size()) scratch.append(raw, pos);
+  if (pos < held.size()) scratch.append(held, pos);
   return scratch;
 }
 
@@ -768,7 +768,7 @@ class FastDetection {
   // kOther for anything else (another key, an escape in it, malformed text).
   Key key() {
     ws();
-    if (p_ >= e_ || *p_ != '"') return kOther;
+    if (e_ - p_ < 2 || *p_ != '"') return kOther;  // the quote and at least one byte after it
     const char* k = p_ + 1;
     // The name then its closing quote; a fixed-size comparison the compiler turns into loads.
     auto is = [&]<size_t N>(const char (&name)[N]) {
@@ -922,19 +922,18 @@ class FastDetection {
         if (n < 8) {
           p += n;
           int fraction = 0;
-          bool simple = true;
           if (*p == '.') {
             uint64_t f = 0;
             const int k = digits8(p + 1, f);
             if (k == 0) return false;
-            simple = k < 8;
+            if (k == 8) return number_bytewise(v);  // a longer fraction
             if (f != 0) {  // x.000 is x: no division
               m = m * kPow10Int[k] + f;
               fraction = k;
             }
             p += 1 + k;
           }
-          if (simple && *p != 'e' && *p != 'E') {
+          if (*p != 'e' && *p != 'E') {
             // m < 10^14 < 2^53 and 10^fraction are exact doubles: one correctly rounded division.
             const double x = fraction ? static_cast<double>(m) / kPow10[fraction] : static_cast<double>(m);
             v = negative ? -x : x;
@@ -1182,9 +1181,10 @@ bool parse_results_in_pieces(std::string_view json, const std::string& source,
   const size_t n = starts.size();
   auto end_of = [&](size_t i) { return i + 1 < n ? starts[i + 1] : json.size(); };
   std::vector<std::vector<Detection>> pieces(n);
-  // About 200 bytes a detection with a mask, 80 without. The first piece becomes the result:
-  // room for every detection (pages are touched only when used), so the others are moved in
-  // without a reallocation; the others get room for their own share.
+  // About 300 bytes a detection with a mask, 80 without. The first piece becomes the result:
+  // room for every detection of a file with masks (pages are touched only when used), so the
+  // others are moved in without a reallocation; the others get room for their own share. Files
+  // of boxes alone regrow them.
   pieces[0].reserve(json.size() / 256 + 16);
   for (size_t i = 1; i < n; ++i) pieces[i].reserve((end_of(i) - starts[i]) / 256 + 16);
   // Each piece refers to the text through its own copy of the owner (its own reference count:

@@ -83,6 +83,8 @@ class CompressedCounts {
   std::string_view text(std::string& scratch) const;
   std::string str() const;
   bool empty() const { return size_ == 0; }
+  // The characters as held: with their JSON escapes when they refer to a JSON text.
+  std::string_view raw() const { return {data_, size_}; }
 
   friend bool operator==(const CompressedCounts& a, const CompressedCounts& b);
 

@@ -393,6 +393,29 @@ TEST(ResultsReaderPieces, LearnedLayoutGivesTheCursorsResultsOnEveryDifference) 
   expect_all_ways_equal(mixed + "]" + std::string(64, ' '));
 }
 
+// A text cut anywhere, held in a buffer of exactly its size (as a mapped file whose size is a
+// multiple of the page size is): the cursor's error, and no byte read past the end (the address
+// sanitizer build checks the reads).
+TEST(ResultsReaderPieces, TruncatedTextsAreErrorsWithoutReadingPastTheEnd) {
+  const std::string element =
+      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+      R"("segmentation": {"size": [640, 500], "counts": "iXS81oc01O2N2\\b0^1L4"}})";
+  std::string whole = "[";
+  for (int i = 0; i < 3; ++i) whole += (i ? ", " : "") + element;
+  whole += "]";
+  for (size_t n = 1; n < whole.size(); ++n) {
+    const std::unique_ptr<char[]> exact(new char[n]);
+    std::memcpy(exact.get(), whole.data(), n);
+    const std::string_view text(exact.get(), n);
+    SCOPED_TRACE("first " + std::to_string(n) + " bytes");
+    ResultsReadOptions o;
+    o.threads = 2;
+    o.min_piece_bytes = 64;
+    EXPECT_THROW(parse_results(text, "res.json", o), CocoError);
+    EXPECT_THROW(parse_results(text, "res.json"), CocoError);
+  }
+}
+
 // load_results refers to the mapped file instead of copying the counts strings: the detections
 // equal the cursor's, escapes included, and stay valid after the file is gone and the vector
 // that held them is destroyed (each keeps the mapping alive).
@@ -436,6 +459,11 @@ TEST(ResultsReaderFile, DetectionsReferToTheFileAndOutliveIt) {
   }
   EXPECT_EQ(kept.segmentation.compressed.str(), counts);
   EXPECT_EQ(kept_odd.segmentation.compressed.str(), "b0\\^1/x\"y");
+  // Referred to, not copied: the characters held are the file's, escapes and all (a copy holds
+  // them decoded).
+  EXPECT_EQ(kept.segmentation.compressed.raw(), escaped);
+  EXPECT_EQ(kept_odd.segmentation.compressed.raw(), "b0\\\\^1\\/x\\\"y");
+  EXPECT_EQ(want.back().segmentation.compressed.raw(), counts) << "parse_results copies";
   EXPECT_EQ(to_rle(kept.segmentation, 640, 500, "kept").counts, from_string(counts, 640, 500).counts)
       << "decoded through the escapes";
 }
