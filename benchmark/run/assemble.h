@@ -31,10 +31,21 @@ using config::SystemConfig;
 // run.device; "cuda" without an index is the GPU of the rank's index on its node.
 c10::Device device_of(const SystemConfig& config, int local_rank = 0);
 
-// The process settings of launch: LibTorch's intra-op threads (threads_per_rank) and what
-// happens to freed host memory (host_memory, run/host_memory.h; a warning where the C library
-// cannot retain it).
-void apply_launch_settings(const SystemConfig& config);
+// The process settings, applied by every command before its first kernel:
+// - launch: LibTorch's intra-op threads (threads_per_rank) and what happens to freed host memory
+//   (host_memory, run/host_memory.h; a warning where the C library cannot retain it);
+// - run.deterministic: LibTorch's deterministic algorithms, cuDNN's deterministic kernels with its
+//   autotuner off, and for a CUDA device cuBLAS's deterministic workspace
+//   (CUBLAS_WORKSPACE_CONFIG, see cublas_workspace_for_determinism);
+// - a CUDA device: the process's current GPU is the one device_of() gives the rank.
+// Throws ConfigError when the environment holds a CUBLAS_WORKSPACE_CONFIG that cuBLAS does not make
+// deterministic.
+void apply_launch_settings(const SystemConfig& config, int local_rank = 0);
+
+// The CUBLAS_WORKSPACE_CONFIG a deterministic CUDA run sets, given the environment's value
+// (nullptr: unset): ":4096:8" when unset, "" (keep it) when it is one of the two values cuBLAS
+// documents as deterministic (":4096:8", ":16:8"). Throws ConfigError on any other value.
+std::string cublas_workspace_for_determinism(const char* current);
 
 // Checks before anything is written that the inputs the configuration names exist (the dataset
 // folder with both splits, the initial weights) and that the device can be used; throws

@@ -1,6 +1,5 @@
 #include "benchmark/run/commands.h"
 
-#include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
 #include <unistd.h>
 
@@ -234,8 +233,7 @@ int train_main(int argc, char** argv) {
       return 2;
     }
   StopSignals stop_signals;  // SIGTERM/SIGINT: stop at the next safe point
-  apply_launch_settings(cfg);
-  if (cfg.run.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  apply_launch_settings(cfg, comm->local_rank());
 
   const bool main_rank = comm->is_main();
   if (main_rank && remove_stale_temporaries(cfg.run.output_dir) > 0)
