@@ -107,6 +107,18 @@ void expect_same_error(const std::string& json, const std::string& expected_part
   EXPECT_EQ(error_of(json, ResultsReadOptions{}), want);
 }
 
+// One detection as Python's json.dumps writes it by default, its counts holding an escape.
+const std::string kUsual =
+    R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
+    R"("segmentation": {"size": [640, 500], "counts": "iXS81oc01O2N2\\b0^1L4"}})";
+
+// A results array of n copies of `element`.
+std::string array_of(const std::string& element, int n) {
+  std::string out = "[";
+  for (int i = 0; i < n; ++i) out += (i ? ", " : "") + element;
+  return out + "]";
+}
+
 // A random number token as JSON allows it (and Python's json writes it).
 std::string random_number(std::mt19937_64& rng) {
   std::uniform_int_distribution<int> kind(0, 7);
@@ -194,13 +206,8 @@ TEST(ResultsReaderPieces, SameDetectionsAsTheCursorOnVariedFiles) {
 }
 
 TEST(ResultsReaderPieces, UsualShapeAndOddLayouts) {
-  const std::string usual =
-      R"({"image_id": 1, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
-      R"("segmentation": {"size": [640, 500], "counts": "iXS81oc01O2N2\\b0^1L4"}})";
-  std::string many = "[";
-  for (int i = 0; i < 500; ++i) many += (i ? ", " : "") + usual;
-  many += "]";
-  expect_all_ways_equal(many);
+  const std::string& usual = kUsual;
+  expect_all_ways_equal(array_of(usual, 500));
   expect_all_ways_equal("[" + usual + "]");                  // one detection
   expect_all_ways_equal("\xEF\xBB\xBF[" + usual + "]\n");    // a byte order mark
   expect_all_ways_equal("[" + usual + "," + usual + "]");    // fewer than the threads
@@ -336,9 +343,7 @@ TEST(ResultsReaderPieces, WordAtATimeNumbersEqualTheCursors) {
 // converts only their values. Every way a later element can differ from the learned layout, valid
 // or not, gives the cursor's detections or its error.
 TEST(ResultsReaderPieces, LearnedLayoutGivesTheCursorsResultsOnEveryDifference) {
-  const std::string base =
-      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
-      R"("segmentation": {"size": [640, 500], "counts": "iXS81oc01O2N2\\b0^1L4"}})";
+  const std::string& base = kUsual;
   const std::vector<std::string> variants = {
       base,
       R"({"image_id": 123456789, "category_id": 0, "score": -1e-3, "bbox": [1.25, -2.5, 0.0, 1234567.5], )"
@@ -397,12 +402,7 @@ TEST(ResultsReaderPieces, LearnedLayoutGivesTheCursorsResultsOnEveryDifference) 
 // multiple of the page size is): the cursor's error, and no byte read past the end (the address
 // sanitizer build checks the reads).
 TEST(ResultsReaderPieces, TruncatedTextsAreErrorsWithoutReadingPastTheEnd) {
-  const std::string element =
-      R"({"image_id": 12, "category_id": 7, "score": 0.8345, "bbox": [414.0, 537.0, 86.0, 103.0], )"
-      R"("segmentation": {"size": [640, 500], "counts": "iXS81oc01O2N2\\b0^1L4"}})";
-  std::string whole = "[";
-  for (int i = 0; i < 3; ++i) whole += (i ? ", " : "") + element;
-  whole += "]";
+  const std::string whole = array_of(kUsual, 3);
   for (size_t n = 1; n < whole.size(); ++n) {
     const std::unique_ptr<char[]> exact(new char[n]);
     std::memcpy(exact.get(), whole.data(), n);
