@@ -17,10 +17,6 @@
 #include "eval/json_cursor.h"
 #include "eval/parallel.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace mrcnn::eval {
 
 namespace {
@@ -801,34 +797,14 @@ class FastDetection {
     return false;
   }
   // The closing quote of a string whose contents start at `pos` and hold no escapes but \\ \"
-  // and \/ (`escaped` is set if there are any) and no character below 0x21; npos for anything
-  // else. One loop, escapes included: a counts string holds a few.
+  // and \/ (`escaped` is set if there are any) and no control character; npos for anything else.
   size_t counts_end(size_t pos, bool& escaped) const {
-    const char* t = text_.data();
-    const size_t n = text_.size();
-    auto stop = [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) <= 0x20; };
     for (;;) {
-      size_t hit = n;
-#if defined(__SSE2__)
-      const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
-      for (; pos + 16 <= n; pos += 16) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + pos));
-        const __m128i low = _mm_cmpeq_epi8(_mm_max_epu8(v, space), space);  // unsigned v <= 0x20
-        const __m128i any = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)), low);
-        if (const int mask = _mm_movemask_epi8(any)) {
-          hit = pos + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
-          break;
-        }
-      }
-#endif
-      if (hit == n) {
-        while (pos < n && !stop(t[pos])) ++pos;
-        hit = pos;
-      }
-      if (hit + 1 >= n) return std::string_view::npos;  // a string then at least ']' must follow
-      if (t[hit] == '"') return hit;
-      const char c = t[hit + 1];
-      if (t[hit] != '\\' || (c != '\\' && c != '"' && c != '/')) return std::string_view::npos;
+      const size_t hit = detail::find_string_special(text_, pos);
+      if (hit + 1 >= text_.size()) return std::string_view::npos;  // a string then at least ']' must follow
+      if (text_[hit] == '"') return hit;
+      const char c = text_[hit + 1];
+      if (text_[hit] != '\\' || (c != '\\' && c != '"' && c != '/')) return std::string_view::npos;
       escaped = true;
       pos = hit + 2;
     }
@@ -902,13 +878,13 @@ class FastDetection {
     v = x;
     return true;
   }
-  // A JSON number (the grammar checked here), converted as JsonCursor::number() does: plain
-  // decimals of at most 19 digits in the same scan (m / 10^f, both exact doubles: one correctly
-  // rounded division, as in detail::json_number_to_double), the rest by that function.
+  // Powers of ten that are exact doubles.
+  static constexpr double kPow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
   // Plain decimals of up to 7 digits before and 7 after the point (scores, boxes) in one step
   // each, converted as below; anything longer, or with an exponent, digit by digit.
   bool number(double& v) {
-    static constexpr double kPow10[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
     static constexpr uint64_t kPow10Int[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
     if constexpr (std::endian::native == std::endian::little) {
       ws();
@@ -945,10 +921,10 @@ class FastDetection {
     }
     return number_bytewise(v);
   }
+  // A JSON number (the grammar checked here), converted as JsonCursor::number() does: plain
+  // decimals of at most 19 digits in the same scan (m / 10^f, both exact doubles: one correctly
+  // rounded division, as in detail::json_number_to_double), the rest by that function.
   bool number_bytewise(double& v) {
-    static constexpr double kPow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                          1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                          1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
     ws();
     const char* s = p_;
     const bool negative = p_ < e_ && *p_ == '-';
