@@ -1,5 +1,6 @@
 #include "benchmark/run/mask_rcnn_model.h"
 
+#include "model/ops/device_faults.h"
 #include "model/weights.h"
 
 namespace mrcnn::run {
@@ -11,7 +12,14 @@ std::map<std::string, at::Tensor> MaskRcnnModel::losses(const model::Batch& batc
   return net_->forward_train(batch, generator_).losses;
 }
 
-std::vector<model::Detections> MaskRcnnModel::detect(const model::Batch& batch) { return net_->inference(batch); }
+std::vector<model::Detections> MaskRcnnModel::detect(const model::Batch& batch) {
+  std::vector<model::Detections> out = net_->inference(batch);
+  // GPU kernels report invalid inputs through the device's fault word (device_faults.h); the
+  // detections are about to be read on the host, so this read costs no extra wait.
+  if (!out.empty() && out.front().boxes.defined() && !out.front().boxes.is_cpu())
+    ops::check_device_faults(out.front().boxes.device(), "inference");
+  return out;
+}
 
 std::vector<train::NamedParameter> MaskRcnnModel::trainable_parameters() {
   std::vector<train::NamedParameter> out;

@@ -60,7 +60,8 @@ struct Proposals {
 // image_sizes:    int64 [N, 2] (height, width) of each image before padding (any device).
 // All float tensors share dtype (float32 or float64) and device. P = post_nms_top_n.
 // Throws c10::Error naming the argument on shape/device/dtype mismatches, and when an
-// objectness logit is NaN (CPU; on CUDA a device-side assert).
+// objectness logit is NaN or an image size negative. On CUDA the value checks do not stop the
+// device: they set bits of its fault word, which the host reads later (device_faults.h).
 Proposals generate_proposals(const std::vector<at::Tensor>& objectness,
                              const std::vector<at::Tensor>& box_deltas,
                              const std::vector<at::Tensor>& anchors,

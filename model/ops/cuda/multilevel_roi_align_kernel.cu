@@ -72,11 +72,12 @@ at::Tensor multilevel_forward_cuda(at::TensorList features, const at::Tensor& ro
                 cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   if (output.numel() == 0) return output;
   const at::Tensor rois_c = rois.contiguous();
-  cuda::assert_batch_indices(rois_c, f0.size(0), kOp);
   const at::Tensor levels =
       compute_levels(rois_c, range.k_min, range.k_max, canonical_scale, canonical_level);
   AT_DISPATCH_FLOATING_TYPES(f0.scalar_type(), "mrcnn_multilevel_roi_align_forward_cuda", [&] {
     cuda::LevelViews<scalar_t> views;
+    views.batch_size = static_cast<int>(f0.size(0));
+    views.fault = cuda::fault_word(f0);
     views.count = static_cast<int>(features.size());
     for (size_t l = 0; l < features.size(); ++l) {
       views.level[l] = cuda::level_view<scalar_t>(features[l], spatial_scales[l]);

@@ -3,7 +3,6 @@
 // elsewhere (no separate zero fill). Geometry: paste_masks_geometry.h, shared with the CPU.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -11,6 +10,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cuda/cuda_helpers.h"
+#include "model/ops/device_faults.h"
 #include "model/ops/paste_masks_check.h"
 #include "model/ops/paste_masks_geometry.h"
 
@@ -29,12 +29,17 @@ __device__ inline float padded_at(const T* m, int64_t mh, int64_t mw, int64_t pa
 template <typename T, typename Out, bool kBinary>
 __global__ void paste_kernel(int64_t total, const T* masks, int64_t mh, int64_t mw,
                              int64_t padding, const float* boxes, float scale, int64_t im_h,
-                             int64_t im_w, T threshold, Out* out) {
+                             int64_t im_w, T threshold, Out* out, int* fault) {
   MRCNN_CUDA_1D_KERNEL_LOOP(index, total) {
     const int64_t x = index % im_w;
     const int64_t y = (index / im_w) % im_h;
     const int64_t d = index / (im_w * im_h);
     const float* b = boxes + 4 * d;
+    if (!(isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3]))) {
+      if (x == 0 && y == 0) atomicOr(fault, kFaultPasteBox);  // once per detection
+      out[index] = 0;
+      continue;
+    }
     const detail::PasteBox p = detail::paste_box(b[0], b[1], b[2], b[3], scale, im_h, im_w);
     float v = 0.0f;
     if (y >= p.iy0 && y < p.iy1 && x >= p.ix0 && x < p.ix1) {
@@ -71,7 +76,7 @@ at::Tensor paste_cuda(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
   if (total == 0) return out;
   const at::Tensor m = masks.contiguous();
   const at::Tensor b = boxes.to(at::kFloat).contiguous();
-  at::_assert_async(b.isfinite().all(), std::string(op) + ": boxes must be finite");
+  int* const fault = device_fault_word(masks.device()).data_ptr<int>();
   const float scale = static_cast<float>(static_cast<double>(masks.size(2) + 2 * padding) /
                                          static_cast<double>(masks.size(2)));
   AT_DISPATCH_FLOATING_TYPES(masks.scalar_type(), "mrcnn_paste_masks_cuda", [&] {
@@ -80,7 +85,7 @@ at::Tensor paste_cuda(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
         <<<cuda::grid_for(total), cuda::kThreadsPerBlock, 0, c10::cuda::getCurrentCUDAStream()>>>(
             total, m.const_data_ptr<scalar_t>(), m.size(1), m.size(2), padding,
             b.const_data_ptr<float>(), scale, im_h, im_w, static_cast<scalar_t>(threshold),
-            out.mutable_data_ptr<Out>());
+            out.mutable_data_ptr<Out>(), fault);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;

@@ -5,11 +5,10 @@
 // probabilities. Every tie is broken as the CPU kernel breaks it.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "model/ops/cuda/nms_segmented.cuh"
+#include "model/ops/device_faults.h"
 #include "model/ops/proposals_check.h"
 
 namespace mrcnn::ops {
@@ -44,7 +44,7 @@ struct DecodeParams {
   T* boxes;                  // [N, L, capacity, 4]
   T* probs;                  // [N, L, capacity]
   uint8_t* valid;            // [N, L, capacity]
-  int* nan_flag;
+  int* fault;                // the device's fault word (device_faults.h)
 };
 
 // BoxCoder(1, 1, 1, 1).decode, clip to the true image size, small-box and score filters, with
@@ -80,9 +80,14 @@ __global__ void decode_kernel(int64_t total, DecodeParams<T> p) {
     T x1 = rn_sub(pred_ctr_x, half_w), y1 = rn_sub(pred_ctr_y, half_h);
     T x2 = rn_add(pred_ctr_x, half_w), y2 = rn_add(pred_ctr_y, half_h);
     const bool nan = isnan(x1) || isnan(y1) || isnan(x2) || isnan(y2);
-    if (nan) *p.nan_flag = 1;
+    // NaN sorts first in the descending sort, so a NaN logit of the level is always selected.
+    if (isnan(p.top_logit[n * p.k + j])) atomicOr(p.fault, kFaultObjectnessNaN);
+    else if (nan) atomicOr(p.fault, kFaultDecodeNaN);
     const T img_h = static_cast<T>(p.image_sizes[2 * n]);
     const T img_w = static_cast<T>(p.image_sizes[2 * n + 1]);
+    if (j == 0 && (img_h < static_cast<T>(0) || img_w < static_cast<T>(0))) {
+      atomicOr(p.fault, kFaultImageSize);
+    }
     x1 = min(max(x1, static_cast<T>(0)), img_w);
     x2 = min(max(x2, static_cast<T>(0)), img_w);
     y1 = min(max(y1, static_cast<T>(0)), img_h);
@@ -125,12 +130,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> generate_proposals_cuda(
   if (batch == 0 || capacity == 0) {
     return {out_boxes, out_scores, at::zeros({batch}, long_opts)};
   }
-  const at::Tensor sizes = image_sizes.to(o0.device(), at::kLong).contiguous();
-  at::_assert_async(sizes.ge(0).all(), std::string(kOp) + ": image_sizes must be >= 0");
+  if (!image_sizes.is_cuda()) {  // sizes on the host (the usual case): checked here, no copy back
+    TORCH_CHECK(image_sizes.ge(0).all().item<bool>(), kOp, ": image_sizes must be >= 0, got ",
+                image_sizes);
+  }
+  // Through pinned memory: a plain copy from pageable memory would wait for the device.
+  const at::Tensor sizes =
+      (image_sizes.is_cuda() ? image_sizes : image_sizes.to(at::kLong).contiguous().pin_memory())
+          .to(o0.device(), at::kLong, /*non_blocking=*/true)
+          .contiguous();
   at::Tensor boxes_all = at::zeros({batch, num_levels, capacity, 4}, opts);
   at::Tensor probs_all = at::zeros({batch, num_levels, capacity}, opts);
   at::Tensor valid_all = at::zeros({batch, num_levels, capacity}, opts.dtype(at::kByte));
-  at::Tensor nan_flag = at::zeros({1}, opts.dtype(at::kInt));
+  int* const fault = device_fault_word(o0.device()).data_ptr<int>();
 
   AT_DISPATCH_FLOATING_TYPES(o0.scalar_type(), "mrcnn_generate_proposals_cuda", [&] {
     using T = scalar_t;
@@ -141,10 +153,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> generate_proposals_cuda(
       // Logits in anchor order (y, x, a); stable descending sort = top-k with index ties.
       const at::Tensor logits = objectness[ul].permute({0, 2, 3, 1}).reshape({batch, -1});
       const auto [vals, idx] = logits.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true);
-      // NaN sorts first: checking the first column finds any.
-      at::_assert_async(vals.select(1, 0).isnan().any().logical_not(),
-                        std::string(kOp) + ": objectness[" + std::to_string(l) +
-                            "] contains NaN");
       const at::Tensor top_idx = idx.narrow(1, 0, k).contiguous();
       const at::Tensor top_logit = vals.narrow(1, 0, k).contiguous();
       const at::Tensor anc = anchors[ul].to(o0.scalar_type()).contiguous();
@@ -171,26 +179,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> generate_proposals_cuda(
       p.boxes = boxes_all.mutable_data_ptr<T>();
       p.probs = probs_all.mutable_data_ptr<T>();
       p.valid = valid_all.mutable_data_ptr<uint8_t>();
-      p.nan_flag = nan_flag.mutable_data_ptr<int>();
+      p.fault = fault;
       const int64_t total = batch * k;
       decode_kernel<T><<<cuda::grid_for(total), cuda::kThreadsPerBlock, 0,
                          c10::cuda::getCurrentCUDAStream()>>>(total, p);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
-  at::_assert_async(nan_flag.eq(0).all(),
-                    std::string(kOp) + ": box_deltas decode to NaN for a selected anchor");
 
-  // NMS per (image, level): segment s = n * L + l starts at s * capacity and holds k_of[l].
-  std::vector<int64_t> begin_host, len_host;
-  for (int64_t n = 0; n < batch; ++n) {
-    for (int64_t l = 0; l < num_levels; ++l) {
-      begin_host.push_back((n * num_levels + l) * capacity);
-      len_host.push_back(k_of[static_cast<size_t>(l)]);
-    }
-  }
-  const at::Tensor seg_begin = at::tensor(begin_host, at::kLong).to(o0.device());
-  const at::Tensor seg_len = at::tensor(len_host, at::kLong).to(o0.device());
+  // NMS per (image, level): segment s = n * L + l starts at s * capacity and holds k_of[l]
+  // (built on the device: no copy from the host).
+  const at::Tensor seg_begin = at::arange(batch * num_levels, long_opts).mul_(capacity);
+  std::vector<at::Tensor> lens;
+  for (int64_t l = 0; l < num_levels; ++l) lens.push_back(at::full({1}, k_of[static_cast<size_t>(l)], long_opts));
+  const at::Tensor seg_len = at::cat(lens).repeat({batch}).contiguous();
   at::Tensor keep;
   AT_DISPATCH_FLOATING_TYPES(o0.scalar_type(), "mrcnn_generate_proposals_nms_cuda", [&] {
     keep = cuda::segmented_nms<scalar_t>(boxes_all.view({-1, 4}), seg_begin, seg_len, capacity,

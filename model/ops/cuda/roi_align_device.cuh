@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "model/ops/cuda/cuda_helpers.h"
+#include "model/ops/device_faults.h"
 
 namespace mrcnn::ops::cuda {
 
@@ -30,7 +31,27 @@ template <typename T>
 struct LevelViews {
   LevelView<T> level[kMaxLevels];
   int count = 0;
+  int batch_size = 0;      // images in the features: rois[:, 0] must be in [0, batch_size)
+  int* fault = nullptr;    // the device's fault word (device_faults.h)
 };
+
+// Whether RoI k can be computed: its batch index names an image (a whole number in
+// [0, batch_size); NaN fails) and its level is one of the views. Otherwise the fault is recorded
+// and the caller skips the RoI, so that nothing is read or written outside the features.
+template <typename T>
+__device__ inline bool roi_in_range(const T* roi, int lvl, int level_count, int batch_size,
+                                    int* fault) {
+  const T b = roi[0];
+  if (!(b >= static_cast<T>(0) && b < static_cast<T>(batch_size) && b == floor(b))) {
+    atomicOr(fault, kFaultRoiBatchIndex);
+    return false;
+  }
+  if (lvl < 0 || lvl >= level_count) {
+    atomicOr(fault, kFaultRoiLevel);
+    return false;
+  }
+  return true;
+}
 
 // Geometry of one RoI on its level.
 template <typename T>
@@ -112,6 +133,11 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
     const int c = static_cast<int>((index / pooled_width / pooled_height) % channels);
     const int64_t k = index / pooled_width / pooled_height / channels;
     const int lvl = roi_levels ? static_cast<int>(roi_levels[k]) : 0;
+    T* const out = output + k * osn + c * osc + ph * osh + pw * osw;
+    if (!roi_in_range(rois + k * 5, lvl, levels.count, levels.batch_size, levels.fault)) {
+      *out = static_cast<T>(0);
+      continue;
+    }
     const LevelView<T>& lv = levels.level[lvl];
     const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, static_cast<T>(lv.spatial_scale),
                                              pooled_height, pooled_width, sampling_ratio, aligned);
@@ -137,7 +163,7 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
       }
     }
     const int count = max(g.grid_h * g.grid_w, 1);
-    output[k * osn + c * osc + ph * osh + pw * osw] = static_cast<T>(sum / static_cast<Acc>(count));
+    *out = static_cast<T>(sum / static_cast<Acc>(count));
   }
 }
 
@@ -157,6 +183,7 @@ __global__ void roi_align_backward_atomic_kernel(int64_t nthreads, const T* grad
     const int c = static_cast<int>((index / pooled_width / pooled_height) % channels);
     const int64_t k = index / pooled_width / pooled_height / channels;
     const int lvl = roi_levels ? static_cast<int>(roi_levels[k]) : 0;
+    if (!roi_in_range(rois + k * 5, lvl, levels.count, levels.batch_size, levels.fault)) continue;
     const LevelView<T>& lv = levels.level[lvl];
     const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, static_cast<T>(lv.spatial_scale),
                                              pooled_height, pooled_width, sampling_ratio, aligned);
@@ -209,7 +236,8 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
     const T* grad, int64_t gsn, int64_t gsc, int64_t gsh, int64_t gsw, LevelView<T> lv,
     int level, const T* rois, const int64_t* roi_levels, const int64_t* roi_order,
     const int64_t* image_offsets, int channels, int pooled_height, int pooled_width,
-    int sampling_ratio, bool aligned, int tiles_x, int tiles_y) {
+    int sampling_ratio, bool aligned, int tiles_x, int tiles_y, int level_count, int batch_size,
+    int* fault) {
   using Acc = at::opmath_type<T>;
   __shared__ int64_t hits[kGatherThreads];
   __shared__ int flags[kGatherThreads];
@@ -241,7 +269,10 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
     int64_t k = -1;
     if (mine < end) {
       k = roi_order[mine];
-      if (!roi_levels || roi_levels[k] == level) {
+      // A RoI outside the features sorts into image 0's or the last image's list: skip it.
+      const int lvl = roi_levels ? static_cast<int>(roi_levels[k]) : 0;
+      if (roi_in_range(rois + k * 5, lvl, level_count, batch_size, fault) &&
+          static_cast<int>(rois[k * 5]) == n && lvl == level) {
         const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, scale, pooled_height, pooled_width,
                                                  sampling_ratio, aligned);
         // (An aligned RoI may be inverted: its samples then run from start backwards.)

@@ -39,9 +39,10 @@ at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& roi
                                 cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   if (output.numel() == 0) return output;
   const at::Tensor rois_c = rois.contiguous();
-  cuda::assert_batch_indices(rois_c, input.size(0), kOp);
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward_cuda", [&] {
     cuda::LevelViews<scalar_t> views;
+    views.batch_size = static_cast<int>(input.size(0));
+    views.fault = cuda::fault_word(input);
     views.count = 1;
     views.level[0] = cuda::level_view<scalar_t>(input, spatial_scale);
     cuda::launch_forward<scalar_t>(views, rois_c, at::Tensor(), input.size(1), pooled_height,

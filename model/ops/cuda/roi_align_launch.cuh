@@ -5,7 +5,6 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
@@ -17,8 +16,14 @@
 #include <vector>
 
 #include "model/ops/cuda/roi_align_device.cuh"
+#include "model/ops/device_faults.h"
 
 namespace mrcnn::ops::cuda {
+
+// The fault word of the tensor's device, for the kernels (device_faults.h).
+inline int* fault_word(const at::Tensor& like) {
+  return device_fault_word(like.device()).data_ptr<int>();
+}
 
 template <typename T>
 LevelView<T> level_view(const at::Tensor& t, double spatial_scale) {
@@ -66,6 +71,8 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
     if (n == 0) return;
     LevelViews<T> views;
     views.count = static_cast<int>(grads.size());
+    views.batch_size = static_cast<int>(batch_size);
+    views.fault = fault_word(grad);
     for (size_t l = 0; l < grads.size(); ++l) views.level[l] = level_view<T>(grads[l], scales[l]);
     roi_align_backward_atomic_kernel<T><<<grid_for(n), kThreadsPerBlock, 0, stream>>>(
         n, grad.const_data_ptr<T>(), grad.stride(0), grad.stride(1), grad.stride(2),
@@ -83,6 +90,7 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
   const at::Tensor images = at::arange(batch_size, batch_idx.options());
   const at::Tensor counts = batch_idx.unsqueeze(0).eq(images.unsqueeze(1)).sum(1);
   const at::Tensor offsets = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)}).contiguous();
+  int* const fault = fault_word(grad);
   for (size_t l = 0; l < grads.size(); ++l) {
     at::Tensor& g = grads[l];
     if (g.numel() == 0) continue;
@@ -101,7 +109,7 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
         order.const_data_ptr<int64_t>(), offsets.const_data_ptr<int64_t>(),
         static_cast<int>(channels), static_cast<int>(pooled_height),
         static_cast<int>(pooled_width), static_cast<int>(sampling_ratio), aligned, tiles_x,
-        tiles_y);
+        tiles_y, static_cast<int>(grads.size()), static_cast<int>(batch_size), fault);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
@@ -114,16 +122,6 @@ inline at::Tensor make_grad_buffer(at::IntArrayRef sizes, const at::TensorOption
                                                          : at::MemoryFormat::Contiguous);
   if (!deterministic) t.zero_();
   return t;
-}
-
-// A device-side check (no host synchronization) that every RoI names an image of the batch;
-// a violation fails the next synchronizing call with `op`'s message.
-inline void assert_batch_indices(const at::Tensor& rois, int64_t batch_size, const char* op) {
-  if (rois.size(0) == 0) return;
-  const at::Tensor b = rois.select(1, 0);
-  at::_assert_async(b.ge(0).logical_and(b.lt(batch_size)).logical_and(b.eq(b.floor())).all(),
-                    std::string(op) + ": rois[:, 0] must be batch indices in [0, " +
-                        std::to_string(batch_size) + ")");
 }
 
 inline bool deterministic_backward() {

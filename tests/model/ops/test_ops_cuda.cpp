@@ -1,0 +1,257 @@
+// The CUDA kernels against the CPU kernels (themselves checked against torchvision by the
+// test_*.py checks), autograd on CUDA, the deterministic backward, and the fault word that
+// replaces device-side asserts. Every CUDA test skips, saying why, on a machine without a GPU or
+// in a build without the project's CUDA kernels; the fault-word tests on the CPU always run.
+//
+// Tolerances: the CUDA kernels follow the CPU kernels expression for expression (the proposal
+// decode and mask paste with explicitly rounded arithmetic), so float64 results agree to 1e-12
+// and float32 ones to a few ulps; the atomic RoIAlign backward adds in a varying order (float32:
+// 1e-4 relative). Index outputs (NMS keeps, proposal counts) must be equal.
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "model/ops/device_faults.h"
+#include "model/ops/ops.h"
+
+namespace mrcnn::ops {
+namespace {
+
+// ---- the fault word (CPU: always runs) -----------------------------------------------------
+
+TEST(DeviceFaults, DescribesEveryBitAndUnknownOnes) {
+  EXPECT_EQ(describe_device_faults(0), "");
+  EXPECT_NE(describe_device_faults(kFaultRoiBatchIndex).find("batch indices"), std::string::npos);
+  const std::string two = describe_device_faults(kFaultObjectnessNaN | kFaultPasteBox);
+  EXPECT_NE(two.find("objectness contains NaN"), std::string::npos) << two;
+  EXPECT_NE(two.find("boxes must be finite"), std::string::npos) << two;
+  EXPECT_NE(describe_device_faults(1 << 30).find("unknown fault bits 1073741824"), std::string::npos);
+}
+
+TEST(DeviceFaults, TakeReadsAndClearsAndCheckThrowsWithTheContext) {
+  const c10::Device cpu(c10::kCPU);
+  EXPECT_EQ(take_device_faults(cpu), 0);
+  at::Tensor word = device_fault_word(cpu);
+  ASSERT_EQ(word.scalar_type(), at::kInt);
+  ASSERT_EQ(word.numel(), 1);
+  EXPECT_TRUE(device_fault_word(cpu).is_same(word)) << "one word per device";
+  word.fill_(kFaultDecodeNaN | kFaultImageSize);
+  try {
+    check_device_faults(cpu, "step 7, forward");
+    ADD_FAILURE() << "a set fault bit must throw";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("step 7, forward: generate_proposals: box_deltas decode to NaN"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("image_sizes must be >= 0"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(word.item<int32_t>(), 0) << "the check clears what it reported";
+  EXPECT_NO_THROW(check_device_faults(cpu, "again"));
+}
+
+// ---- CUDA ------------------------------------------------------------------------------------
+
+class OpsCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef MRCNN_HAVE_CUDA
+    GTEST_SKIP() << "built without the project's CUDA kernels (nvcc or a CUDA LibTorch missing)";
+#else
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: CUDA op tests skipped";
+    at::manual_seed(11);
+    previous_deterministic_ = at::globalContext().deterministicAlgorithms();
+#endif
+  }
+  void TearDown() override {
+    if (torch::cuda::is_available()) {
+      at::globalContext().setDeterministicAlgorithms(previous_deterministic_, false);
+      // A test that fails midway must not leave a fault for the next one.
+      take_device_faults(c10::Device(c10::kCUDA, 0));
+    }
+  }
+  const at::Device gpu{c10::kCUDA, 0};
+  bool previous_deterministic_ = false;
+};
+
+void expect_close(const at::Tensor& cuda, const at::Tensor& cpu, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(cuda.sizes(), cpu.sizes()) << what;
+  const at::Tensor c = cuda.cpu();
+  EXPECT_TRUE(at::allclose(c, cpu, rtol, atol))
+      << what << ": max |difference| " << (c - cpu).abs().max().item<double>();
+}
+
+at::Tensor random_rois(int64_t k, int64_t batch, double extent, at::ScalarType dtype) {
+  at::Tensor boxes = at::rand({k, 4}, at::kDouble) * extent;
+  boxes.slice(1, 2, 4) += boxes.slice(1, 0, 2) + 1;
+  return at::cat({at::randint(0, batch, {k, 1}).to(at::kDouble), boxes}, 1).to(dtype);
+}
+
+TEST_F(OpsCuda, RoIAlignForwardAndBackwardMatchTheCpu) {
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    for (const bool aligned : {false, true}) {
+      for (const bool channels_last : {false, true}) {
+        const std::string what = std::string(c10::toString(dtype)) + (aligned ? " aligned" : "") +
+                                 (channels_last ? " channels-last" : "");
+        at::Tensor x = at::randn({2, 8, 40, 48}, dtype);
+        if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+        const at::Tensor rois = random_rois(64, 2, 150, dtype);
+        const at::Tensor xc = x.detach().requires_grad_(true);
+        const at::Tensor xg = x.to(gpu).detach().requires_grad_(true);
+        const at::Tensor yc = roi_align(xc, rois, 0.25, 7, 7, 2, aligned);
+        const at::Tensor yg = roi_align(xg, rois.to(gpu), 0.25, 7, 7, 2, aligned);
+        const bool f64 = dtype == at::kDouble;
+        expect_close(yg, yc, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, what + " forward");
+        EXPECT_EQ(yg.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last) << what;
+        const at::Tensor w = at::randn(yc.sizes(), dtype);
+        (yc * w).sum().backward();
+        (yg * w.to(gpu)).sum().backward();
+        expect_close(xg.grad(), xc.grad(), f64 ? 1e-10 : 1e-4, f64 ? 1e-12 : 1e-5, what + " backward");
+      }
+    }
+  }
+  check_device_faults(gpu, "valid RoIs");
+}
+
+TEST_F(OpsCuda, DeterministicBackwardIsBitwiseRepeatableAndMatchesTheCpu) {
+  at::globalContext().setDeterministicAlgorithms(true, false);
+  std::vector<at::Tensor> feats;
+  for (int64_t s : {4, 8, 16, 32}) feats.push_back(at::randn({2, 16, 512 / s, 640 / s}));
+  const std::vector<double> scales = infer_spatial_scales(feats, 512, 640);
+  const at::Tensor rois = random_rois(300, 2, 400, at::kFloat);
+  auto run = [&](at::Device device) {
+    std::vector<at::Tensor> leaves;
+    for (const at::Tensor& f : feats) leaves.push_back(f.to(device).detach().requires_grad_(true));
+    const at::Tensor out = multilevel_roi_align(leaves, rois.to(device), 7, 2, false, scales);
+    out.mul(at::arange(out.numel(), out.options()).view(out.sizes()).remainder(13)).sum().backward();
+    std::vector<at::Tensor> r{out.detach().cpu()};
+    for (const at::Tensor& l : leaves) r.push_back(l.grad().cpu());
+    return r;
+  };
+  const auto a = run(gpu), b = run(gpu), cpu = run(at::kCPU);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::equal(a[i], b[i])) << "output " << i << " differs between two CUDA runs";
+    expect_close(a[i], cpu[i], 1e-5, 1e-5, "output " + std::to_string(i) + " vs CPU");
+  }
+}
+
+TEST_F(OpsCuda, NmsKeepsWhatTheCpuKeeps) {
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    const at::Tensor boxes = random_rois(2000, 1, 300, dtype).slice(1, 1, 5).contiguous();
+    const at::Tensor scores = at::rand({2000}, dtype);
+    const at::Tensor idxs = at::randint(0, 5, {2000}, at::kLong);
+    EXPECT_TRUE(at::equal(nms(boxes.to(gpu), scores.to(gpu), 0.5).cpu(), nms(boxes, scores, 0.5)))
+        << c10::toString(dtype);
+    EXPECT_TRUE(at::equal(batched_nms(boxes.to(gpu), scores.to(gpu), idxs.to(gpu), 0.6).cpu(),
+                          batched_nms(boxes, scores, idxs, 0.6)))
+        << c10::toString(dtype);
+  }
+}
+
+struct ProposalInputs {
+  std::vector<at::Tensor> objectness, deltas, anchors;
+  at::Tensor sizes;
+  ProposalInputs to(at::Device d) const {
+    ProposalInputs o;
+    for (const auto& t : objectness) o.objectness.push_back(t.to(d));
+    for (const auto& t : deltas) o.deltas.push_back(t.to(d));
+    for (const auto& t : anchors) o.anchors.push_back(t.to(d));
+    o.sizes = sizes;  // host sizes, as the network passes them
+    return o;
+  }
+};
+
+ProposalInputs proposal_inputs() {
+  const AnchorGenerator gen = AnchorGenerator::fpn_default();
+  ProposalInputs in;
+  std::vector<at::Tensor> feats;
+  for (int64_t s : {4, 8, 16, 32, 64}) {
+    const int64_t h = (256 + s - 1) / s, w = (320 + s - 1) / s;
+    in.objectness.push_back(at::randn({2, 3, h, w}));
+    in.deltas.push_back(at::randn({2, 12, h, w}) * 0.2);
+    feats.push_back(at::zeros({2, 1, h, w}));
+  }
+  in.anchors = gen(feats, {256, 320});
+  in.sizes = torch::tensor({{256, 320}, {200, 240}}, at::kLong);
+  return in;
+}
+
+TEST_F(OpsCuda, ProposalsMatchTheCpu) {
+  const ProposalInputs in = proposal_inputs();
+  const ProposalInputs g = in.to(gpu);
+  for (const bool per_batch : {false, true}) {
+    ProposalOptions opts;
+    opts.pre_nms_top_n = 500;
+    opts.post_nms_top_n = 300;
+    opts.min_size = 1e-3;
+    opts.per_batch_post_nms = per_batch;
+    const Proposals c = generate_proposals(in.objectness, in.deltas, in.anchors, in.sizes, opts);
+    const Proposals d = generate_proposals(g.objectness, g.deltas, g.anchors, g.sizes, opts);
+    EXPECT_TRUE(at::equal(d.counts.cpu(), c.counts)) << "per_batch " << per_batch;
+    expect_close(d.boxes, c.boxes, 1e-6, 1e-4, "boxes");
+    expect_close(d.scores, c.scores, 1e-6, 1e-7, "scores");
+  }
+  check_device_faults(gpu, "valid proposals");
+}
+
+TEST_F(OpsCuda, PasteMatchesTheCpu) {
+  const at::Tensor masks = at::rand({6, 28, 28});
+  const at::Tensor boxes = torch::tensor({{1.f, 2.f, 30.f, 40.f}, {-5.f, -5.f, 10.f, 10.f},
+                                          {20.f, 20.f, 63.f, 47.f}, {0.f, 0.f, 64.f, 48.f},
+                                          {10.5f, 3.25f, 11.f, 4.f}, {70.f, 50.f, 90.f, 60.f}});
+  EXPECT_TRUE(at::equal(paste_masks_in_image(masks.to(gpu), boxes.to(gpu), 48, 64).cpu(),
+                        paste_masks_in_image(masks, boxes, 48, 64)));
+  EXPECT_TRUE(at::equal(paste_masks_in_image_binary(masks.to(gpu), boxes.to(gpu), 48, 64).cpu(),
+                        paste_masks_in_image_binary(masks, boxes, 48, 64)));
+  check_device_faults(gpu, "valid boxes");
+}
+
+// Invalid values do not stop the device: the op finishes, the element it could not compute is 0,
+// the fault word names the problem, and the context stays usable.
+TEST_F(OpsCuda, InvalidValuesAreReportedOnTheHostAndLeaveTheDeviceUsable) {
+  const at::Tensor x = at::randn({2, 4, 16, 16}).to(gpu);
+  const at::Tensor bad = torch::tensor({{0.f, 1.f, 1.f, 9.f, 9.f}, {5.f, 1.f, 1.f, 9.f, 9.f},
+                                        {NAN, 1.f, 1.f, 9.f, 9.f}, {0.5f, 1.f, 1.f, 9.f, 9.f}})
+                             .to(gpu);
+  const at::Tensor y = roi_align(x, bad, 1.0, 3, 3, 2, false).cpu();
+  EXPECT_TRUE(at::equal(y.slice(0, 1), at::zeros({3, 4, 3, 3}))) << "RoIs 1-3 name no image";
+  EXPECT_GT(y[0].abs().sum().item<float>(), 0.f);
+  EXPECT_THROW(
+      {
+        try {
+          check_device_faults(gpu, "roi_align test");
+        } catch (const c10::Error& e) {
+          EXPECT_NE(std::string(e.what_without_backtrace()).find("roi_align test: rois[:, 0]"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      c10::Error);
+
+  ProposalInputs in = proposal_inputs();
+  in.objectness[2][1][0][3][4] = NAN;
+  const ProposalInputs g = in.to(gpu);
+  ProposalOptions opts;
+  opts.pre_nms_top_n = 100;
+  opts.post_nms_top_n = 50;
+  generate_proposals(g.objectness, g.deltas, g.anchors, g.sizes, opts);
+  EXPECT_EQ(take_device_faults(gpu), kFaultObjectnessNaN);
+  // The CPU refuses the same input outright.
+  EXPECT_THROW(generate_proposals(in.objectness, in.deltas, in.anchors, in.sizes, opts), c10::Error);
+
+  const at::Tensor boxes = torch::tensor({{1.f, 2.f, 30.f, 40.f}, {NAN, 0.f, 5.f, 5.f}}).to(gpu);
+  const at::Tensor pasted = paste_masks_in_image(at::rand({2, 28, 28}).to(gpu), boxes, 48, 64).cpu();
+  EXPECT_EQ(take_device_faults(gpu), kFaultPasteBox);
+  EXPECT_EQ(pasted[1].abs().sum().item<float>(), 0.f);
+
+  // Still usable: a valid call gives the CPU's answer and no fault.
+  const at::Tensor good = bad.slice(0, 0, 1);
+  expect_close(roi_align(x, good, 1.0, 3, 3, 2, false), roi_align(x.cpu(), good.cpu(), 1.0, 3, 3, 2, false),
+               1e-5, 1e-6, "after the faults");
+  EXPECT_EQ(take_device_faults(gpu), 0);
+}
+
+}  // namespace
+}  // namespace mrcnn::ops
