@@ -18,16 +18,23 @@ at::Tensor LossScaler::scale_loss(const at::Tensor& loss) const {
   return options_.enabled ? loss * scale_ : loss;
 }
 
-bool LossScaler::unscale_and_check(const std::vector<NamedParameter>& parameters) const {
+at::Tensor LossScaler::unscale(const std::vector<NamedParameter>& parameters) const {
   at::NoGradGuard no_grad;
-  bool finite = true;
-  for (const auto& p : parameters) {
-    at::Tensor g = p.tensor.grad();
-    if (!g.defined()) continue;
-    if (options_.enabled) g.mul_(1.0 / scale_);
-    if (finite && !g.isfinite().all().item<bool>()) finite = false;
-  }
-  return finite;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad());
+  const at::TensorOptions opts =
+      at::TensorOptions().dtype(at::kFloat).device(grads.empty() ? at::Device(at::kCPU) : grads[0].device());
+  at::Tensor found_inf = at::zeros({1}, opts);
+  if (grads.empty()) return found_inf;
+  // A power of two: dividing by it and multiplying by its inverse give the same values.
+  const at::Tensor inv_scale = at::full({1}, options_.enabled ? 1.0 / scale_ : 1.0, opts);
+  at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  return found_inf;
+}
+
+bool LossScaler::unscale_and_check(const std::vector<NamedParameter>& parameters) const {
+  return unscale(parameters).item<float>() == 0;
 }
 
 void LossScaler::update(bool found_non_finite) {

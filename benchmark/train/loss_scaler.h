@@ -27,8 +27,12 @@ class LossScaler {
   explicit LossScaler(LossScalerOptions options = {});
 
   at::Tensor scale_loss(const at::Tensor& loss) const;
-  // Divides every gradient by the scale; returns false if any gradient is NaN or infinite
-  // (then the caller skips the optimizer step). With scaling disabled it only checks.
+  // Divides every gradient by the scale and checks them all, in one multi-tensor pass per
+  // device without reading anything back: returns a float32 [1] on the gradients' device, 1 if
+  // any gradient is NaN or infinite (then the caller skips the optimizer step), else 0. With
+  // scaling disabled it only checks. Gradients must share one device.
+  at::Tensor unscale(const std::vector<NamedParameter>& parameters) const;
+  // unscale() read on the host: true when every gradient is finite.
   bool unscale_and_check(const std::vector<NamedParameter>& parameters) const;
   // Adjusts the scale after a step (found_non_finite: what unscale_and_check found).
   void update(bool found_non_finite);

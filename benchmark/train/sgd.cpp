@@ -19,26 +19,48 @@ Sgd::Sgd(std::vector<NamedParameter> parameters, SgdOptions options) : options_(
 
 bool Sgd::is_bias(const std::string& name) { return name.ends_with("bias"); }
 
+// The update as multi-tensor (foreach) operations over each group of parameters that share a
+// learning rate and weight decay: on CUDA a handful of fused launches for the whole model instead
+// of three or four per parameter; on the CPU the same per-tensor arithmetic as a loop, so results
+// are bit-identical either way.
 void Sgd::step(double lr) {
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& p = params_[i].tensor;
-    const at::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    const bool bias = is_bias(params_[i].name);
+  for (const bool bias : {false, true}) {
     const double wd = bias ? options_.bias_weight_decay : options_.weight_decay;
     const double lr_p = bias ? lr * options_.bias_lr_factor : lr;
-    at::Tensor d = wd != 0 ? g.add(p, wd) : g;
-    at::Tensor& buf = momentum_[i];
-    if (options_.momentum == 0) {
-      p.add_(d, -lr_p);
-      continue;
+    std::vector<at::Tensor> params, grads, bufs, fresh_params, fresh_grads;
+    std::vector<size_t> fresh;  // parameters whose momentum buffer starts this step
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor& p = params_[i].tensor;
+      if (!p.grad().defined() || is_bias(params_[i].name) != bias) continue;
+      if (options_.momentum != 0 && !momentum_[i].defined()) {
+        fresh.push_back(i);
+        fresh_params.push_back(p);
+        fresh_grads.push_back(p.grad());
+        continue;
+      }
+      params.push_back(p);
+      grads.push_back(p.grad());
+      if (options_.momentum != 0) bufs.push_back(momentum_[i]);
     }
-    if (!buf.defined())
-      buf = d.detach().clone();
-    else
-      buf.mul_(options_.momentum).add_(d);
-    p.add_(buf, -lr_p);
+    if (!params.empty()) {
+      const std::vector<at::Tensor> d = wd != 0 ? at::_foreach_add(grads, params, wd) : grads;
+      if (options_.momentum == 0) {
+        at::_foreach_add_(params, d, -lr_p);
+      } else {
+        at::_foreach_mul_(bufs, options_.momentum);
+        at::_foreach_add_(bufs, d);
+        at::_foreach_add_(params, bufs, -lr_p);
+      }
+    }
+    if (!fresh.empty()) {  // first step of these parameters: buf = d
+      std::vector<at::Tensor> d = wd != 0 ? at::_foreach_add(fresh_grads, fresh_params, wd)
+                                          : std::vector<at::Tensor>{};
+      if (wd == 0)
+        for (const at::Tensor& g : fresh_grads) d.push_back(g.detach().clone());
+      for (size_t j = 0; j < fresh.size(); ++j) momentum_[fresh[j]] = d[j];
+      at::_foreach_add_(fresh_params, d, -lr_p);
+    }
   }
 }
 

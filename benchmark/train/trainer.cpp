@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/ops/device_faults.h"
 #include "model/seeding.h"
 
 namespace mrcnn::train {
@@ -54,28 +55,6 @@ StepResult Trainer::step(const model::Batch& batch) {
     const at::Tensor l = value.to(at::kFloat);
     total = total.defined() ? total + l : l;
   }
-  // One device-to-host transfer for every loss value.
-  std::vector<at::Tensor> parts;
-  for (const auto& [name, value] : losses) parts.push_back(value.detach().to(at::kFloat).reshape({1}));
-  parts.push_back(total.detach().reshape({1}));
-  at::Tensor host = at::cat(parts).to(at::kCPU, at::kDouble);
-  if (comm_.world_size() > 1) {
-    // Every rank reports, and judges finiteness on, the same global mean losses, so that a
-    // non-finite loss on one rank stops all of them at the same step.
-    std::vector<at::Tensor> v{host};
-    comm_.allreduce_mean(v);
-  }
-  const double* v = host.data_ptr<double>();
-  size_t i = 0;
-  for (const auto& [name, value] : losses) r.losses[name] = v[i++];
-  r.loss = v[i];
-  if (!std::isfinite(r.loss)) {
-    std::string which;
-    for (const auto& [name, x] : r.losses)
-      if (!std::isfinite(x)) which += (which.empty() ? "" : ", ") + name;
-    throw NonFiniteLoss(step_, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
-  }
-
   {
     RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
     if (reducer_) reducer_->prepare();
@@ -89,7 +68,41 @@ StepResult Trainer::step(const model::Batch& batch) {
   }
   {
     RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
-    const bool finite = scaler_.unscale_and_check(params);
+    // Unscaled and checked on the device; then the step's one device-to-host transfer: every loss
+    // value, whether a gradient is non-finite, and on a GPU the kernels' fault word
+    // (device_faults.h), which reports invalid values met in this step's forward.
+    const at::Tensor found_inf = scaler_.unscale(params);
+    std::vector<at::Tensor> parts;
+    for (const auto& [name, value] : losses) parts.push_back(value.detach().to(at::kFloat).reshape({1}));
+    parts.push_back(total.detach().reshape({1}));
+    parts.push_back(found_inf.to(total.device()));
+    const bool on_gpu = !total.is_cpu();
+    if (on_gpu) parts.push_back(ops::device_fault_word(total.device()).to(at::kFloat));
+    at::Tensor host = at::cat(parts).to(at::kCPU, at::kDouble);
+    const int32_t faults = on_gpu ? static_cast<int32_t>(host.data_ptr<double>()[parts.size() - 1]) : 0;
+    if (comm_.world_size() > 1) {
+      // Every rank reports, and judges finiteness on, the same global mean losses, so that a
+      // non-finite loss on one rank stops all of them at the same step; likewise a fault.
+      std::vector<at::Tensor> v{host};
+      comm_.allreduce_mean(v);
+    }
+    const double* v = host.data_ptr<double>();
+    size_t i = 0;
+    for (const auto& [name, value] : losses) r.losses[name] = v[i++];
+    r.loss = v[i++];
+    const bool finite = v[i++] == 0;
+    if (on_gpu && v[i] != 0) {
+      ops::device_fault_word(total.device()).zero_();
+      const std::string context = "step " + std::to_string(step_) + ", forward";
+      if (faults == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
+      ops::throw_device_faults(faults, context);
+    }
+    if (!std::isfinite(r.loss)) {
+      std::string which;
+      for (const auto& [name, x] : r.losses)
+        if (!std::isfinite(x)) which += (which.empty() ? "" : ", ") + name;
+      throw NonFiniteLoss(step_, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
+    }
     if (finite && options_.gradient_clip_norm > 0) r.grad_norm = clip_grad_norm(params, options_.gradient_clip_norm);
     scaler_.update(!finite);
     if (finite) {

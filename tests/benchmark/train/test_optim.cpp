@@ -6,6 +6,7 @@
 #include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/lr_schedule.h"
 #include "benchmark/train/sgd.h"
+#include "benchmark/train/sync_counter.h"
 
 namespace mrcnn::train {
 namespace {
@@ -108,6 +109,103 @@ TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterAnInterval) {
   LossScaler off;
   EXPECT_EQ(off.scale(), 1);
   EXPECT_TRUE(torch::equal(off.scale_loss(torch::ones({1})), torch::ones({1})));
+}
+
+// The multi-tensor update equals, bit for bit, the per-parameter update it replaced (written out
+// here as it was): float32, weights and biases, a parameter without a gradient for one step, a
+// parameter whose momentum starts late, several steps with a changing learning rate.
+TEST(Sgd, MultiTensorStepIsBitIdenticalToThePerParameterUpdate) {
+  torch::manual_seed(4);
+  const std::vector<std::string> names = {"a.weight", "a.bias", "b.weight", "c.bias", "d.weight"};
+  const std::vector<std::vector<int64_t>> shapes = {{64, 3, 3, 3}, {64}, {1000, 17}, {7}, {5, 5}};
+  std::vector<NamedParameter> ours_params;
+  std::vector<at::Tensor> ref;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const at::Tensor p0 = torch::randn(shapes[i]);
+    ours_params.push_back({names[i], p0.clone().requires_grad_()});
+    ref.push_back(p0.clone());
+  }
+  const SgdOptions o{.momentum = 0.9, .weight_decay = 1e-4, .bias_lr_factor = 2.0, .bias_weight_decay = 0.0};
+  Sgd ours(ours_params, o);
+  std::vector<at::Tensor> bufs(ref.size());
+  for (int step = 0; step < 6; ++step) {
+    const double lr = 0.02 * (step + 1);
+    ours.zero_grad();
+    for (size_t i = 0; i < ref.size(); ++i) {
+      // d.weight gets no gradient on steps 0-1 (its momentum starts at step 2); a.bias none on step 3.
+      if ((i == 4 && step < 2) || (i == 1 && step == 3)) continue;
+      const at::Tensor g = torch::randn(shapes[i]) * (i + 1);
+      ours_params[i].tensor.mutable_grad() = g.clone();
+      const bool bias = names[i].ends_with("bias");
+      const double wd = bias ? o.bias_weight_decay : o.weight_decay;
+      const double lr_p = bias ? lr * o.bias_lr_factor : lr;
+      const at::Tensor d = wd != 0 ? g.add(ref[i], wd) : g;
+      if (!bufs[i].defined())
+        bufs[i] = d.clone();
+      else
+        bufs[i].mul_(o.momentum).add_(d);
+      ref[i].add_(bufs[i], -lr_p);
+    }
+    ours.step(lr);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_TRUE(torch::equal(ours_params[i].tensor.detach(), ref[i])) << names[i] << " step " << step;
+  }
+  const auto state = ours.state();
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(torch::equal(state.at(names[i]), bufs[i])) << names[i];
+}
+
+TEST(LossScaler, UnscaleFlagsOnTheGradientsDeviceWithoutReadingBack) {
+  LossScaler s({.enabled = true, .init_scale = 8});
+  auto a = torch::zeros({3}).requires_grad_(), b = torch::zeros({2, 2}).requires_grad_();
+  a.mutable_grad() = torch::tensor({8.f, 16.f, -4.f});
+  b.mutable_grad() = torch::full({2, 2}, 2.f);
+  const at::Tensor ok = s.unscale({{"a", a}, {"b", b}, {"no_grad", torch::zeros({1})}});
+  EXPECT_EQ(ok.scalar_type(), at::kFloat);
+  EXPECT_EQ(ok.item<float>(), 0.f);
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({1.f, 2.f, -0.5f})));
+  EXPECT_TRUE(torch::equal(b.grad(), torch::full({2, 2}, 0.25f)));
+  b.mutable_grad()[1][0] = NAN;
+  EXPECT_EQ(s.unscale({{"a", a}, {"b", b}}).item<float>(), 1.f);
+  // Disabled (float32, bfloat16): values untouched, non-finite still found.
+  LossScaler off;
+  a.mutable_grad() = torch::tensor({8.f, INFINITY, 1.f});
+  EXPECT_FALSE(off.unscale_and_check({{"a", a}}));
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({8.f, INFINITY, 1.f})));
+  EXPECT_EQ(off.unscale({}).item<float>(), 0.f) << "no gradients: nothing is non-finite";
+}
+
+// Collects the warnings the counter passes on.
+struct Collect : c10::WarningHandler {
+  std::vector<std::string> seen;
+  void process(const c10::Warning& w) override { seen.push_back(w.msg()); }
+};
+
+TEST(SyncCounter, CountsSyncWarningsPassesOthersOnAndRestoresTheHandler) {
+  Collect outer;
+  c10::WarningUtils::WarningHandlerGuard guard(&outer);
+  {
+    SyncCounter counter;
+    EXPECT_EQ(counter.count(), 0);
+    TORCH_WARN("called a synchronizing CUDA operation");
+    TORCH_WARN("something else");
+    TORCH_WARN("called a synchronizing CUDA operation");
+    EXPECT_EQ(counter.count(), 2);
+    counter.reset();
+    EXPECT_EQ(counter.count(), 0);
+    if (!torch::cuda::is_available()) {
+      EXPECT_FALSE(counter.watching_cuda());
+    } else {
+      ASSERT_TRUE(counter.watching_cuda());
+      const at::Tensor x = torch::ones({4}, torch::kCUDA);
+      const at::Tensor y = x * 2;  // no synchronization
+      EXPECT_EQ(counter.count(), 0);
+      EXPECT_EQ(y.sum().item<float>(), 8.f);  // one
+      EXPECT_EQ(counter.count(), 1);
+    }
+  }
+  EXPECT_EQ(c10::WarningUtils::get_warning_handler(), &outer);
+  ASSERT_EQ(outer.seen.size(), 1u);
+  EXPECT_EQ(outer.seen[0], "something else");
 }
 
 }  // namespace
