@@ -10,11 +10,26 @@
 # Environment:
 #   MRCNN_VENV   where the environment lives (default: <repo>/.venv)
 #   MRCNN_SKIP_APT=1   do not touch Debian packages (e.g. no root; install them yourself)
+#   MRCNN_TORCH=volta  LibTorch for V100 GPUs (sm_70): run_scripts/requirements-volta.txt's torch
+#                      and torchvision (CUDA 12) instead of the default CUDA 13 ones
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${MRCNN_VENV:-$repo/.venv}"
 req="$repo/run_scripts/requirements.txt"
+torch_profile="${MRCNN_TORCH:-default}"
+case "$torch_profile" in
+  default) ;;
+  volta)
+    # requirements.txt without its torch/torchvision lines, plus the Volta pins.
+    merged="$(mktemp)"
+    trap 'rm -f "$merged"' EXIT
+    grep -Ev '^(torch|torchvision)==' "$req" >"$merged"
+    grep -Ev '^#' "$repo/run_scripts/requirements-volta.txt" >>"$merged"
+    req="$merged"
+    ;;
+  *) echo "bootstrap: MRCNN_TORCH must be 'default' or 'volta', got '$torch_profile'" >&2; exit 2 ;;
+esac
 
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
 
@@ -59,6 +74,12 @@ else
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q --progress-bar off -r "$req"
   echo "$want" >"$stamp"
+fi
+
+if [[ "$torch_profile" == volta ]] &&
+   ! "$venv/bin/python" -c 'import sys, torch; sys.exit("sm_70" not in torch._C._cuda_getArchFlags().split())'; then
+  say "error: the installed torch carries no sm_70 code ($("$venv/bin/python" -c 'import torch; print(torch._C._cuda_getArchFlags())'))"
+  exit 1
 fi
 
 # Tell the caller where LibTorch's CMake config lives (CMake also finds it on its own).

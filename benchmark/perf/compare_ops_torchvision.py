@@ -16,7 +16,13 @@ reported with ours/peer speed-up. Peak RSS comes from a fresh subprocess per (ca
 builds the inputs, then runs the side three times (VmHWM; the resident size with the inputs
 built is printed as the baseline). One machine-readable RESULT line per case.
 
+--device cuda runs both sides on the GPU (inputs built on the CPU with the same generator, then
+moved; proposal image sizes stay on the host, as the network passes them); each timed phase ends
+with torch.cuda.synchronize(), and peak GPU memory (torch.cuda.max_memory_allocated over three
+runs of one side, after the inputs) replaces peak RSS.
+
 usage: compare_ops_torchvision.py [--build-dir build] [--threads 2] [--reps 7] [--cases ...]
+                                  [--device cpu|cuda]
 """
 import argparse
 import datetime
@@ -40,6 +46,13 @@ IMAGE_SIZES = [(800, 1333), (800, 1200)]
 CHANNELS = 256
 SCALES = [0.25, 0.125, 0.0625, 0.03125]
 SIZES = (32.0, 64.0, 128.0, 256.0, 512.0)
+DEVICE = torch.device("cpu")
+
+
+def sync():
+    """Waits for the device, so that a phase's time includes its kernels."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def grids():
@@ -69,31 +82,38 @@ class RoiCase:
         gen = torch.Generator().manual_seed(1)
         self.ops = ops
         fmt = torch.channels_last if channels_last else torch.contiguous_format
-        self.feats = [torch.randn(2, CHANNELS, gh, gw, generator=gen).contiguous(memory_format=fmt)
-                      for gh, gw in grids()[:4]]
-        self.boxes = roi_boxes(gen, per_image)
+        self.feats = [torch.randn(2, CHANNELS, gh, gw, generator=gen).to(DEVICE)
+                      .contiguous(memory_format=fmt) for gh, gw in grids()[:4]]
+        boxes = roi_boxes(gen, per_image)
         self.rois = torch.cat([torch.cat([torch.full((b.shape[0], 1), float(i)), b], 1)
-                               for i, b in enumerate(self.boxes)])
+                               for i, b in enumerate(boxes)]).to(DEVICE)
+        self.boxes = [b.to(DEVICE) for b in boxes]
         self.output_size = output_size
         self.pool = torchvision.ops.MultiScaleRoIAlign(["0", "1", "2", "3"], output_size, 2)
         self.grad = torch.randn(self.rois.shape[0], CHANNELS, output_size, output_size,
-                                generator=gen)
+                                generator=gen).to(DEVICE)
 
     def ours(self):
         fs = [f.detach().requires_grad_(True) for f in self.feats]
+        sync()
         t0 = time.perf_counter()
         out = self.ops.multilevel_roi_align(fs, self.rois, self.output_size, 2, False, SCALES)
+        sync()
         t1 = time.perf_counter()
         torch.autograd.grad(out, fs, self.grad)
+        sync()
         return {"forward": t1 - t0, "backward": time.perf_counter() - t1}
 
     def peer(self):
         fs = [f.detach().requires_grad_(True) for f in self.feats]
+        sync()
         t0 = time.perf_counter()
         out = self.pool(OrderedDict((str(i), f) for i, f in enumerate(fs)), self.boxes,
                         IMAGE_SIZES)
+        sync()
         t1 = time.perf_counter()
         torch.autograd.grad(out, fs, self.grad)
+        sync()
         return {"forward": t1 - t0, "backward": time.perf_counter() - t1}
 
 
@@ -103,32 +123,40 @@ class ProposalCase:
         self.ops = ops
         self.pre, self.post = pre_nms, post_nms
         g = grids()
-        self.obj = [torch.randn(2, 3, gh, gw, generator=gen) for gh, gw in g]
-        self.deltas = [torch.randn(2, 12, gh, gw, generator=gen) * 0.2 for gh, gw in g]
+        self.obj = [torch.randn(2, 3, gh, gw, generator=gen).to(DEVICE) for gh, gw in g]
+        self.deltas = [(torch.randn(2, 12, gh, gw, generator=gen) * 0.2).to(DEVICE) for gh, gw in g]
         self.anchor_gen = AnchorGenerator(tuple((s,) for s in SIZES), ((0.5, 1.0, 2.0),) * 5)
         images = ImageList(torch.zeros(2, 3, PAD_H, PAD_W), IMAGE_SIZES)
         self.tv_anchors = self.anchor_gen(images, [torch.zeros(2, 1, gh, gw) for gh, gw in g])
         self.anchors = ops.grid_anchors(list(SIZES), [0.5, 1.0, 2.0], [x for s in g for x in s],
                                         [PAD_H, PAD_W])
         assert torch.equal(torch.cat(self.anchors), self.tv_anchors[0])
+        self.anchors = [a.to(DEVICE) for a in self.anchors]
+        self.tv_anchors = [a.to(DEVICE) for a in self.tv_anchors]
         self.rpn = RegionProposalNetwork(self.anchor_gen, RPNHead(1, 3), 0.7, 0.3, 256, 0.5,
                                          dict(training=pre_nms, testing=pre_nms),
                                          dict(training=post_nms, testing=post_nms), 0.7).eval()
+        self.rpn.to(DEVICE)
         self.sizes = torch.tensor(IMAGE_SIZES)
 
     def ours(self):
+        sync()
         t0 = time.perf_counter()
         self.ops.generate_proposals(self.obj, self.deltas, self.anchors, self.sizes, self.pre,
                                     self.post, 0.7, 1e-3, False, 0.0)
+        sync()
         return {"total": time.perf_counter() - t0}
 
     def peer(self):
+        sync()
         t0 = time.perf_counter()
         o_flat, d_flat = concat_box_prediction_layers(self.obj, self.deltas)
         proposals = self.rpn.box_coder.decode(d_flat.detach(), self.tv_anchors).view(2, -1, 4)
+        sync()
         t1 = time.perf_counter()
         self.rpn.filter_proposals(proposals, o_flat, IMAGE_SIZES,
                                   [o[0].numel() for o in self.obj])
+        sync()
         return {"decode": t1 - t0, "filter": time.perf_counter() - t1}
 
 
@@ -165,8 +193,15 @@ def probe_rss(args):
     ops, _ = load_ops(args.build_dir)
     torch.set_num_threads(args.threads)
     case = CASES[args.rss_probe[0]](ops)
-    base = status_mb("VmRSS")
     fn = case.ours if args.rss_probe[1] == "ours" else case.peer
+    if DEVICE.type == "cuda":  # peak GPU memory instead
+        base = torch.cuda.memory_allocated() / 2**20
+        torch.cuda.reset_peak_memory_stats()
+        for _ in range(3):
+            fn()
+        print(f"{base:.1f} {torch.cuda.max_memory_allocated() / 2**20:.1f}")
+        return
+    base = status_mb("VmRSS")
     for _ in range(3):
         fn()
     print(f"{base:.1f} {status_mb('VmHWM'):.1f}")
@@ -190,6 +225,7 @@ def environment(lib):
             f"python      {platform.python_version()}  torch {torch.__version__}  "
             f"torchvision {torchvision.__version__}",
             f"threads     {torch.get_num_threads()} (both sides)",
+            f"device      {DEVICE}" + (f" ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else ""),
             f"library     {lib} (commit {commit})"]
 
 
@@ -201,8 +237,14 @@ def main():
     p.add_argument("--cases", nargs="*", default=list(CASES))
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS subprocesses")
     p.add_argument("--plot", help="write a PNG of the medians here")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where both sides run (cuda: synchronized timing, peak GPU memory)")
     p.add_argument("--rss-probe", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda: torch sees no CUDA device here")
     if args.rss_probe:
         return probe_rss(args)
     unknown = [c for c in args.cases if c not in CASES]
@@ -235,20 +277,22 @@ def main():
         if not args.no_rss:
             for side in ("ours", "peer"):
                 out = subprocess.run([sys.executable, __file__, "--build-dir", args.build_dir,
-                                      "--threads", str(args.threads), "--rss-probe", name, side],
+                                      "--threads", str(args.threads), "--device", args.device,
+                                      "--rss-probe", name, side],
                                      capture_output=True, text=True, check=True).stdout.split()
                 rss[side] = (float(out[0]), float(out[1]))
         print(f"{name}")
         for side, label in (("ours", "mrcnn_ops"), ("peer", "torchvision")):
             split = "  ".join(f"{k} {v:8.1f}" for k, v in parts[side].items())
-            mem = f"  peak RSS {rss[side][1]:7.0f} MB (inputs {rss[side][0]:.0f} MB)" if rss else ""
+            kind = "GPU memory" if DEVICE.type == "cuda" else "RSS"
+            mem = f"  peak {kind} {rss[side][1]:7.0f} MB (inputs {rss[side][0]:.0f} MB)" if rss else ""
             print(f"  {label:12s} {med[side]:9.1f} ms   ({split}){mem}")
         ratio = med["peer"] / med["ours"]
         print(f"  speed-up     {ratio:9.2f}x")
         rss_fields = (f" ours_rss_mb={rss['ours'][1]:.0f} peer_rss_mb={rss['peer'][1]:.0f}"
                       if rss else "")
         print(f"RESULT case={name} ours_ms={med['ours']:.1f} peer_ms={med['peer']:.1f} "
-              f"speedup={ratio:.2f} threads={args.threads}{rss_fields}")
+              f"speedup={ratio:.2f} threads={args.threads} device={args.device}{rss_fields}")
         print(flush=True)
         figures[name] = med
     if args.plot:

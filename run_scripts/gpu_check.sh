@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The GPU path, checked on a machine with an NVIDIA GPU: builds for the local GPU, runs the CUDA
+# tests, compares the detection ops with torchvision's on the GPU, and trains one epoch on
+# synthetic 1333x800 data whose MLPerf log must pass the checker. Each stage has its own time
+# limit (MRCNN_STAGE_TIMEOUT, default 600 s) and its own log under the output folder; a summary
+# with every stage's verdict is printed at the end and written to OUT/summary.txt.
+#
+# Made for machines without internet that have PyTorch (with CUDA) and a CUDA toolkit but maybe
+# not the project's other dependencies:
+#   - PyTorch: the python3 on PATH (or MRCNN_PYTHON) provides LibTorch; no .venv is made.
+#   - Debian packages: MRCNN_DEBS=DIR holding carried .deb files (nlohmann-json3-dev,
+#     libspdlog-dev, libfmt-dev, libgtest-dev, libgmock-dev, libbenchmark-dev,
+#     libturbojpeg0-dev, libjpeg62-turbo-dev, libpng-dev, ...) are unpacked into OUT/prefix
+#     (dpkg-deb -x: no root needed) and found from there. Without them the machine's own are used.
+#   - Missing Google Benchmark: the benchmarks are switched off (MRCNN_BUILD_BENCHMARKS=OFF).
+#
+# usage: run_scripts/gpu_check.sh [OUT]     (default OUT: gpu-check/ in the repository)
+# Environment: MRCNN_PYTHON, MRCNN_DEBS, MRCNN_JOBS (default: cores), MRCNN_STAGE_TIMEOUT,
+#              MRCNN_CUDA_ARCHITECTURES (default: the local GPU's, from nvidia-smi).
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="$(mkdir -p "${1:-$repo/gpu-check}" && cd "${1:-$repo/gpu-check}" && pwd)"
+python="${MRCNN_PYTHON:-$(command -v python3)}"
+jobs="${MRCNN_JOBS:-$(nproc)}"
+limit="${MRCNN_STAGE_TIMEOUT:-600}"
+build="$out/build"
+summary="$out/summary.txt"
+: >"$summary"
+
+say() { printf '[gpu_check] %s\n' "$*" | tee -a "$summary" >&2; }
+
+# stage NAME CMD...: runs CMD with the time limit, its output in OUT/NAME.log; records the verdict.
+stage() {
+  local name=$1; shift
+  local start=$SECONDS rc
+  printf '[gpu_check] %s ...\n' "$name" >&2
+  timeout --signal=TERM --kill-after=30 "$limit" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  local verdict="passed"
+  [[ $rc -eq 124 || $rc -eq 137 ]] && verdict="TIMED OUT after ${limit} s"
+  [[ $rc -ne 0 && $verdict == passed ]] && verdict="FAILED (exit $rc)"
+  say "$(printf '%-14s %-24s %4d s   log: %s' "$name" "$verdict" $((SECONDS - start)) "$out/$name.log")"
+  [[ $rc -ne 0 ]] && tail -n 15 "$out/$name.log" >&2
+  return $rc
+}
+
+# ---- 0. what is here ---------------------------------------------------------------------------
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  say "no NVIDIA GPU here (nvidia-smi finds none): nothing to check"
+  exit 77
+fi
+{
+  nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader
+  "$python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda,
+"arch", torch._C._cuda_getArchFlags(), "device available", torch.cuda.is_available())'
+  command -v nvcc >/dev/null && nvcc --version | tail -n 2
+} 2>&1 | tee "$out/machine.txt" | sed 's/^/[gpu_check]   /' >&2
+"$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+  { say "PyTorch at $python sees no CUDA device"; exit 1; }
+
+# A stand-in for the project's .venv: CMake asks <venv>/bin/python for LibTorch.
+mkdir -p "$out/pyenv/bin"
+ln -sf "$python" "$out/pyenv/bin/python"
+
+# ---- 1. dependencies ---------------------------------------------------------------------------
+prefix_args=()
+if [[ -n "${MRCNN_DEBS:-}" ]]; then
+  prefix="$out/prefix"
+  mkdir -p "$prefix"
+  for deb in "$MRCNN_DEBS"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+  say "unpacked $(ls "$MRCNN_DEBS"/*.deb | wc -l) carried .deb files into $prefix"
+  export PKG_CONFIG_PATH="$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+  export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  prefix_args=("-DCMAKE_PREFIX_PATH=$prefix/usr;$prefix/usr/lib/x86_64-linux-gnu/cmake"
+               "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include")
+fi
+optional=()
+if ! compgen -G "/usr/lib/x86_64-linux-gnu/cmake/benchmark/*" >/dev/null &&
+   ! compgen -G "${prefix:-/nonexistent}/usr/lib/x86_64-linux-gnu/cmake/benchmark/*" >/dev/null; then
+  optional+=(-DMRCNN_BUILD_BENCHMARKS=OFF)
+  say "Google Benchmark not found: benchmarks switched off"
+fi
+generator=(-G Ninja)
+command -v ninja >/dev/null || generator=()
+
+# ---- 2. build ----------------------------------------------------------------------------------
+arch_args=()
+[[ -n "${MRCNN_CUDA_ARCHITECTURES:-}" ]] && arch_args=("-DMRCNN_CUDA_ARCHITECTURES=$MRCNN_CUDA_ARCHITECTURES")
+stage configure cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMRCNN_VENV="$out/pyenv" "${arch_args[@]}" "${prefix_args[@]}" "${optional[@]}" || exit 1
+grep -q "project CUDA kernels: ON" "$out/configure.log" ||
+  { say "the build would not compile the CUDA kernels (see configure.log)"; exit 1; }
+stage build cmake --build "$build" -j "$jobs" || exit 1
+
+# ---- 3. CUDA tests and the rest of the suite ---------------------------------------------------
+failed=0
+stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "OpsCuda|DeviceFaults|SyncCounter|cuda" || failed=1
+grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
+stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "OpsCuda|DeviceFaults|SyncCounter" || failed=1
+
+# ---- 4. the detection ops against torchvision on the GPU ---------------------------------------
+stage ops_vs_tv "$python" "$repo/benchmark/perf/compare_ops_torchvision.py" --build-dir "$build" \
+  --device cuda --reps 7 || failed=1
+grep '^RESULT' "$out/ops_vs_tv.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+
+# ---- 5. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
+exe="$build/benchmark/mlperf-maskrcnn"
+data="$out/synthetic-1333x800"
+if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
+  stage synth "$exe" synth --out "$data" --train 256 --val 64 --size 1333x800 --quiet || failed=1
+fi
+stage train_epoch "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
+  --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set "run.data_dir=\"$data\"" \
+  --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
+  --out "$out/runs" --no-progress || failed=1
+log="$(ls -t "$out"/runs/*/mlperf_log.txt 2>/dev/null | head -n 1)"
+if [[ -n "$log" ]]; then
+  stage log_check "$exe" check "$log" || failed=1
+else
+  say "no MLPerf log from the epoch run"
+  failed=1
+fi
+
+say "done: $([[ $failed -eq 0 ]] && echo 'every stage passed' || echo 'some stages FAILED'); summary in $summary"
+exit $failed
