@@ -93,7 +93,7 @@ StepResult Trainer::step(const model::Batch& batch) {
     const bool finite = v[i++] == 0;
     if (on_gpu && v[i] != 0) {
       ops::device_fault_word(total.device()).zero_();
-      const std::string context = "step " + std::to_string(step_) + ", forward";
+      const std::string context = "step " + std::to_string(step_);
       if (faults == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
       ops::throw_device_faults(faults, context);
     }

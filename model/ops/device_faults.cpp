@@ -34,6 +34,7 @@ std::string describe_device_faults(int32_t bits) {
       {kFaultImageSize, "generate_proposals: image_sizes must be >= 0"},
       {kFaultPasteBox, "paste_masks_in_image: boxes must be finite"},
       {kFaultRoiLevel, "multilevel_roi_align: a RoI was mapped outside the feature pyramid"},
+      {kFaultRoiBox, "roi_align: a RoI's box is not finite or needs a sampling grid over 2^20 per bin"},
   };
   std::string out;
   int32_t known = 0;

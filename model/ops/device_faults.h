@@ -29,6 +29,7 @@ enum DeviceFault : int32_t {
   kFaultImageSize = 1 << 3,       // generate_proposals: an image size < 0
   kFaultPasteBox = 1 << 4,        // paste_masks_in_image: a box is not finite
   kFaultRoiLevel = 1 << 5,        // multilevel_roi_align: a level index outside the pyramid
+  kFaultRoiBox = 1 << 6,          // roi_align: a box not finite, or too large to sample (> 2^20)
 };
 
 // What each set bit means, one clause per fault, "; "-separated ("" for 0).

@@ -46,6 +46,10 @@ __device__ inline bool roi_in_range(const T* roi, int lvl, int level_count, int 
     atomicOr(fault, kFaultRoiBatchIndex);
     return false;
   }
+  if (!(isfinite(roi[1]) && isfinite(roi[2]) && isfinite(roi[3]) && isfinite(roi[4]))) {
+    atomicOr(fault, kFaultRoiBox);
+    return false;
+  }
   if (lvl < 0 || lvl >= level_count) {
     atomicOr(fault, kFaultRoiLevel);
     return false;
@@ -61,6 +65,7 @@ struct RoiGeometry {
   T bin_h, bin_w;
   T roi_h;  // after the >= 1 forcing of aligned=false
   int grid_h, grid_w;
+  bool too_large;  // a sampling grid over 2^20 per bin side (the CPU kernel refuses it too)
 };
 
 template <typename T>
@@ -85,12 +90,15 @@ __device__ inline RoiGeometry<T> roi_geometry(const T* roi, T spatial_scale, int
   g.roi_h = roi_h;
   g.bin_h = roi_h / static_cast<T>(pooled_height);
   g.bin_w = roi_w / static_cast<T>(pooled_width);
-  g.grid_h = sampling_ratio > 0 ? sampling_ratio
-                                : static_cast<int>(ceil(roi_h / static_cast<T>(pooled_height)));
-  g.grid_w = sampling_ratio > 0 ? sampling_ratio
-                                : static_cast<int>(ceil(roi_w / static_cast<T>(pooled_width)));
-  if (g.grid_h < 0) g.grid_h = 0;
-  if (g.grid_w < 0) g.grid_w = 0;
+  // The grid in T first: converting a huge value to int would saturate (or be undefined).
+  const T gh = sampling_ratio > 0 ? static_cast<T>(sampling_ratio)
+                                  : ceil(roi_h / static_cast<T>(pooled_height));
+  const T gw = sampling_ratio > 0 ? static_cast<T>(sampling_ratio)
+                                  : ceil(roi_w / static_cast<T>(pooled_width));
+  constexpr T kMaxGrid = static_cast<T>(1 << 20);
+  g.too_large = gh > kMaxGrid || gw > kMaxGrid;
+  g.grid_h = g.too_large || !(gh > 0) ? 0 : static_cast<int>(gh);
+  g.grid_w = g.too_large || !(gw > 0) ? 0 : static_cast<int>(gw);
   return g;
 }
 
@@ -141,6 +149,11 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
     const LevelView<T>& lv = levels.level[lvl];
     const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, static_cast<T>(lv.spatial_scale),
                                              pooled_height, pooled_width, sampling_ratio, aligned);
+    if (g.too_large) {
+      atomicOr(levels.fault, kFaultRoiBox);
+      *out = static_cast<T>(0);
+      continue;
+    }
     const T* plane = lv.data + g.batch * lv.sn + c * lv.sc;
     Acc sum = 0;
     for (int iy = 0; iy < g.grid_h; ++iy) {
@@ -187,6 +200,10 @@ __global__ void roi_align_backward_atomic_kernel(int64_t nthreads, const T* grad
     const LevelView<T>& lv = levels.level[lvl];
     const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, static_cast<T>(lv.spatial_scale),
                                              pooled_height, pooled_width, sampling_ratio, aligned);
+    if (g.too_large) {
+      atomicOr(levels.fault, kFaultRoiBox);
+      continue;
+    }
     const int count = g.grid_h * g.grid_w;
     if (count == 0) continue;
     const T grad_bin = grad[k * gsn + c * gsc + ph * gsh + pw * gsw];
@@ -280,6 +297,7 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
         const T end_w = g.start_w + g.bin_w * static_cast<T>(pooled_width);
         const T lo_h = min(g.start_h, end_h), hi_h = max(g.start_h, end_h);
         const T lo_w = min(g.start_w, end_w), hi_w = max(g.start_w, end_w);
+        if (g.too_large) atomicOr(fault, kFaultRoiBox);
         hit = g.grid_h > 0 && g.grid_w > 0 &&
               lo_h - 2 <= static_cast<T>(ty0 + kGatherTile - 1) &&
               hi_h + 2 >= static_cast<T>(ty0) &&
@@ -310,7 +328,7 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
         const RoiGeometry<T> g = roi_geometry<T>(rois + kk * 5, scale, pooled_height,
                                                  pooled_width, sampling_ratio, aligned);
         const T cnt = static_cast<T>(g.grid_h * g.grid_w);
-        if (g.batch != n) continue;  // defensive: the per-image list only holds image n
+        if (g.batch != n) continue;  // the hit test admitted only RoIs of image n
         // Rows j = ph * grid_h + iy whose sample lies within 2 pixels of y (a tap reaches one
         // pixel, the rest is slack for rounding); each candidate is then recomputed exactly and
         // tested. A non-positive step (inverted aligned RoI) scans every row.

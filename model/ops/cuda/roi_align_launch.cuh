@@ -8,6 +8,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -85,11 +86,13 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
   // Per-image RoI lists in increasing RoI index: a stable sort of the batch indices, and the
   // offsets of each image in it (counts by one-hot sums: no host synchronization).
   const at::Tensor batch_idx = rois.select(1, 0).to(at::kLong);
-  const at::Tensor order =
-      std::get<1>(batch_idx.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false)).contiguous();
-  const at::Tensor images = at::arange(batch_size, batch_idx.options());
-  const at::Tensor counts = batch_idx.unsqueeze(0).eq(images.unsqueeze(1)).sum(1);
-  const at::Tensor offsets = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)}).contiguous();
+  const auto [sorted_idx, sorted_order] =
+      batch_idx.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const at::Tensor order = sorted_order.contiguous();
+  // offsets[n] = RoIs with an index below n: invalid indices (< 0, >= N) fall outside every
+  // image's window, so they cannot shift the valid ones (the kernels flag them).
+  const at::Tensor offsets =
+      at::searchsorted(sorted_idx, at::arange(batch_size + 1, batch_idx.options())).contiguous();
   int* const fault = fault_word(grad);
   for (size_t l = 0; l < grads.size(); ++l) {
     at::Tensor& g = grads[l];

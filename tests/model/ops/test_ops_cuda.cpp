@@ -3,10 +3,11 @@
 // replaces device-side asserts. Every CUDA test skips, saying why, on a machine without a GPU or
 // in a build without the project's CUDA kernels; the fault-word tests on the CPU always run.
 //
-// Tolerances: the CUDA kernels follow the CPU kernels expression for expression (the proposal
-// decode and mask paste with explicitly rounded arithmetic), so float64 results agree to 1e-12
-// and float32 ones to a few ulps; the atomic RoIAlign backward adds in a varying order (float32:
-// 1e-4 relative). Index outputs (NMS keeps, proposal counts) must be equal.
+// Tolerances: the CUDA kernels follow the CPU kernels expression for expression. The proposal
+// decode and mask paste use explicitly rounded arithmetic (equal results expected); RoIAlign lets
+// nvcc fuse multiply-adds, as torchvision's CUDA kernel does, so its sampling points may differ
+// from the CPU's by an ulp: float32 within 1e-5 forward and 1e-4 backward (torchvision's own
+// tolerances), float64 within 1e-10. Index outputs (NMS keeps, proposal counts) must be equal.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -65,11 +66,13 @@ class OpsCuda : public ::testing::Test {
 #endif
   }
   void TearDown() override {
+#ifdef MRCNN_HAVE_CUDA
     if (torch::cuda::is_available()) {
       at::globalContext().setDeterministicAlgorithms(previous_deterministic_, false);
       // A test that fails midway must not leave a fault for the next one.
       take_device_faults(c10::Device(c10::kCUDA, 0));
     }
+#endif
   }
   const at::Device gpu{c10::kCUDA, 0};
   bool previous_deterministic_ = false;
@@ -103,12 +106,12 @@ TEST_F(OpsCuda, RoIAlignForwardAndBackwardMatchTheCpu) {
         const at::Tensor yc = roi_align(xc, rois, 0.25, 7, 7, 2, aligned);
         const at::Tensor yg = roi_align(xg, rois.to(gpu), 0.25, 7, 7, 2, aligned);
         const bool f64 = dtype == at::kDouble;
-        expect_close(yg, yc, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, what + " forward");
+        expect_close(yg, yc, f64 ? 1e-10 : 1e-5, f64 ? 1e-10 : 1e-5, what + " forward");
         EXPECT_EQ(yg.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last) << what;
         const at::Tensor w = at::randn(yc.sizes(), dtype);
         (yc * w).sum().backward();
         (yg * w.to(gpu)).sum().backward();
-        expect_close(xg.grad(), xc.grad(), f64 ? 1e-10 : 1e-4, f64 ? 1e-12 : 1e-5, what + " backward");
+        expect_close(xg.grad(), xc.grad(), f64 ? 1e-10 : 1e-4, f64 ? 1e-10 : 1e-4, what + " backward");
       }
     }
   }
@@ -133,7 +136,7 @@ TEST_F(OpsCuda, DeterministicBackwardIsBitwiseRepeatableAndMatchesTheCpu) {
   const auto a = run(gpu), b = run(gpu), cpu = run(at::kCPU);
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(at::equal(a[i], b[i])) << "output " << i << " differs between two CUDA runs";
-    expect_close(a[i], cpu[i], 1e-5, 1e-5, "output " + std::to_string(i) + " vs CPU");
+    expect_close(a[i], cpu[i], 1e-4, 1e-4, "output " + std::to_string(i) + " vs CPU");
   }
 }
 
@@ -215,6 +218,9 @@ TEST_F(OpsCuda, InvalidValuesAreReportedOnTheHostAndLeaveTheDeviceUsable) {
   const at::Tensor bad = torch::tensor({{0.f, 1.f, 1.f, 9.f, 9.f}, {5.f, 1.f, 1.f, 9.f, 9.f},
                                         {NAN, 1.f, 1.f, 9.f, 9.f}, {0.5f, 1.f, 1.f, 9.f, 9.f}})
                              .to(gpu);
+  const at::Tensor huge = torch::tensor({{0.f, 1.f, 1.f, 1e30f, 9.f}, {1.f, 1.f, INFINITY, 9.f, 9.f}}).to(gpu);
+  EXPECT_EQ(roi_align(x, huge, 1.0, 3, 3, 0, false).abs().sum().item<float>(), 0.f);
+  EXPECT_EQ(take_device_faults(gpu), kFaultRoiBox) << "a box too large to sample, and an infinite one";
   const at::Tensor y = roi_align(x, bad, 1.0, 3, 3, 2, false).cpu();
   EXPECT_TRUE(at::equal(y.slice(0, 1), at::zeros({3, 4, 3, 3}))) << "RoIs 1-3 name no image";
   EXPECT_GT(y[0].abs().sum().item<float>(), 0.f);
@@ -249,7 +255,7 @@ TEST_F(OpsCuda, InvalidValuesAreReportedOnTheHostAndLeaveTheDeviceUsable) {
   // Still usable: a valid call gives the CPU's answer and no fault.
   const at::Tensor good = bad.slice(0, 0, 1);
   expect_close(roi_align(x, good, 1.0, 3, 3, 2, false), roi_align(x.cpu(), good.cpu(), 1.0, 3, 3, 2, false),
-               1e-5, 1e-6, "after the faults");
+               1e-5, 1e-5, "after the faults");
   EXPECT_EQ(take_device_faults(gpu), 0);
 }
 
