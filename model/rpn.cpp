@@ -5,6 +5,8 @@
 #include <torch/autograd.h>
 
 #include <limits>
+#include <list>
+#include <mutex>
 #include <tuple>
 #include <stdexcept>
 
@@ -101,8 +103,18 @@ void RPNHeadImpl::init_weights(at::Generator gen) {
   }
 }
 
+// The anchors of the most recently used batch shapes, most recent first. COCO batches come in a
+// few dozen padded shapes; 16 entries of about 4 MB (800x1344) bound the memory.
+struct RPNImpl::AnchorCache {
+  static constexpr size_t kCapacity = 16;
+  std::mutex mutex;
+  std::list<std::pair<std::vector<int64_t>, std::vector<at::Tensor>>> entries;
+};
+
 RPNImpl::RPNImpl(const RPNOptions& options, int64_t channels)
-    : options_(options), num_anchors_(static_cast<int64_t>(options.aspect_ratios.size())) {
+    : options_(options),
+      num_anchors_(static_cast<int64_t>(options.aspect_ratios.size())),
+      anchor_cache_(std::make_shared<AnchorCache>()) {
   head = register_module("head", RPNHead(channels, num_anchors_));
 }
 
@@ -126,6 +138,17 @@ std::vector<at::Tensor> RPNImpl::anchors(const std::vector<at::Tensor>& features
   const auto options =
       at::TensorOptions().dtype(full_precision_type(features[0])).device(features[0].device());
   const std::vector<std::array<int64_t, 2>> strides = anchor_strides(features);
+  std::vector<int64_t> key = {static_cast<int64_t>(options.device().type()), options.device().index(),
+                              static_cast<int64_t>(options.dtype().toScalarType())};
+  for (size_t l = 0; l < features.size(); ++l)
+    key.insert(key.end(), {features[l].size(2), features[l].size(3), strides[l][0], strides[l][1]});
+  std::lock_guard lock(anchor_cache_->mutex);
+  auto& entries = anchor_cache_->entries;
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    if (it->first != key) continue;
+    entries.splice(entries.begin(), entries, it);
+    return it->second;
+  }
   std::vector<at::Tensor> out;
   for (size_t l = 0; l < features.size(); ++l) {
     // One level at a time, with the image size that gives exactly this level's stride.
@@ -135,6 +158,8 @@ std::vector<at::Tensor> RPNImpl::anchors(const std::vector<at::Tensor>& features
     out.push_back(generator({{h, w}}, {h * strides[l][0], w * strides[l][1]}, options)[0].to(
         options.dtype()));
   }
+  entries.emplace_front(std::move(key), out);
+  if (entries.size() > AnchorCache::kCapacity) entries.pop_back();
   return out;
 }
 

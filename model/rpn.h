@@ -20,6 +20,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,7 +63,10 @@ class RPNImpl : public torch::nn::Module {
                     bool training, const std::vector<ImageTargets>* targets = nullptr,
                     SampleStreams* streams = nullptr);
 
-  // Anchors of every level for the features of a padded batch (one [H*W*A, 4] per level).
+  // Anchors of every level for the features of a padded batch (one [H*W*A, 4] per level), on the
+  // features' device. Kept for the last few batch shapes (grids, strides, dtype, device): a batch
+  // of a shape seen recently reuses them instead of building them on the host and copying them
+  // over. The tensors are shared between calls: read them, never write to them.
   std::vector<at::Tensor> anchors(const std::vector<at::Tensor>& features) const;
   // (stride_h, stride_w) of every level: the fixed anchor_strides, or torchvision's inference.
   std::vector<std::array<int64_t, 2>> anchor_strides(const std::vector<at::Tensor>& features) const;
@@ -79,6 +83,8 @@ class RPNImpl : public torch::nn::Module {
 
   RPNOptions options_;
   int64_t num_anchors_;
+  struct AnchorCache;  // shared by clones of the module; thread-safe
+  std::shared_ptr<AnchorCache> anchor_cache_;
 };
 TORCH_MODULE(RPN);
 

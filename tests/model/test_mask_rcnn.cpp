@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <cmath>
 #include <string>
@@ -300,6 +301,56 @@ TEST_F(MaskRCNNTest, MalformedBatchesAreClearErrors) {
             std::string::npos)
       << error_of(b);
   EXPECT_EQ(error_of(good), "no error");
+}
+
+// The network on a GPU against the same network on the CPU: one training step's losses and
+// gradients, then inference. The sampled anchors and RoIs come from host generators, so both
+// devices train on the same samples; the values differ by the kernels' rounding only.
+TEST_F(MaskRCNNTest, CudaTrainingStepAndInferenceMatchTheCpu) {
+#ifndef MRCNN_HAVE_CUDA
+  GTEST_SKIP() << "built without the project's CUDA kernels";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the model's CUDA test is skipped";
+  const at::Device gpu(at::kCUDA, 0);
+  MaskRCNN cpu(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(21));
+  MaskRCNN dev(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(21));
+  dev->to(gpu);
+  const Batch b = make_batch({synthetic_image(96, 128, 3, 31), synthetic_image(80, 100, 2, 32)}, {1, 2});
+  Batch bg = b;
+  bg.images = b.images.to(gpu);
+  bg.image_sizes = b.image_sizes.to(gpu);
+  bg.gt_boxes = b.gt_boxes.to(gpu);
+  bg.gt_labels = b.gt_labels.to(gpu);
+  bg.gt_counts = b.gt_counts.to(gpu);
+  bg.original_sizes = b.original_sizes.to(gpu);
+  const TrainOutput lc = train(cpu, b, 9), lg = train(dev, bg, 9);
+  for (const char* name : kLossNames) {
+    const double c = value(lc.losses.at(name)), g = value(lg.losses.at(name));
+    EXPECT_NEAR(g, c, 1e-3 * std::max(1.0, std::abs(c))) << name;
+  }
+  lc.total().backward();
+  lg.total().backward();
+  const auto pc = cpu->named_parameters(), pg = dev->named_parameters();
+  for (const auto& item : pc) {
+    const at::Tensor& gc = item.value().grad();
+    if (!gc.defined()) continue;
+    const at::Tensor gg = pg[item.key()].grad().cpu();
+    const double scale = std::max(1e-3, gc.abs().max().item<double>());
+    EXPECT_LE((gg - gc).abs().max().item<double>(), 1e-2 * scale) << item.key();
+  }
+  cpu->eval();
+  dev->eval();
+  const auto dc = cpu->inference(b), dg = dev->inference(bg);
+  ASSERT_EQ(dc.size(), dg.size());
+  for (size_t i = 0; i < dc.size(); ++i) {
+    Detections host = dg[i];
+    host.boxes = host.boxes.cpu();
+    host.scores = host.scores.cpu();
+    host.labels = host.labels.cpu();
+    if (host.masks.defined()) host.masks = host.masks.cpu();
+    expect_same_detections(host, dc[i], 1e-2);
+  }
+#endif
 }
 
 }  // namespace
