@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU path, checked on a machine with an NVIDIA GPU: builds for the local GPU, runs the CUDA
-# tests, compares the detection ops with torchvision's on the GPU, and trains one epoch on
-# synthetic 1333x800 data whose MLPerf log must pass the checker. Each stage has its own time
+# tests, compares the detection ops and the R50-FPN training step (float16, batch 2/4/8,
+# channels-last on and off) with torchvision's on the GPU, and trains one epoch on synthetic
+# 1333x800 data whose MLPerf log must pass the checker. Each stage has its own time
 # limit (MRCNN_STAGE_TIMEOUT, default 600 s) and its own log under the output folder; a summary
 # with every stage's verdict is printed at the end and written to OUT/summary.txt.
 #
@@ -104,7 +105,24 @@ stage ops_vs_tv "$python" "$repo/benchmark/perf/compare_ops_torchvision.py" --bu
   --device cuda --reps 7 || failed=1
 grep '^RESULT' "$out/ops_vs_tv.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
 
-# ---- 5. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
+# ---- 5. the training step against torchvision's on the GPU -------------------------------------
+# ResNet-50-FPN at 800x1333, float16 autocast, batch 2/4/8, channels-last on and off: images/s,
+# host syncs per step and peak GPU memory of both sides (RESULT lines in the summary).
+if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
+  for batch in 2 4 8; do
+    for cl in 1 0; do
+      stage "step_b${batch}_cl${cl}" "$python" "$repo/benchmark/perf/compare_model_train_step.py" \
+        --build "$build" --config full --device cuda --precision fp16 --batch "$batch" \
+        --channels-last "$cl" --reps 2 --steps 10 --warmup 3 --threads 8 \
+        --json "$out/step_b${batch}_cl${cl}.json" || failed=1
+      grep '^RESULT' "$out/step_b${batch}_cl${cl}.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+    done
+  done
+else
+  say "bench_model_train_step not built (Google Benchmark missing): no train-step comparison"
+fi
+
+# ---- 6. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
 exe="$build/benchmark/mlperf-maskrcnn"
 data="$out/synthetic-1333x800"
 if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then

@@ -18,6 +18,14 @@
 // backward too; not with --mrcnn_roofline=0) and writes both there, for
 // benchmark/perf/flops_roofline.py. --mrcnn_host_memory=retain|system: what happens to freed host memory,
 // as the harness's launch.host_memory (default retain, the harness's default).
+// --mrcnn_device=cuda[:N] runs the step on a GPU (the batch's tensors copied there once; polygons
+// stay on the host, as the harness keeps them), --mrcnn_precision=fp32|bf16|fp16 and
+// --mrcnn_channels_last=0|1 override options.json. Every step ends with a device synchronize
+// before its time is taken; the report adds "syncs_per_step" (host synchronizations LibTorch made
+// inside each timed step, counted by train::SyncCounter; 0 on the CPU) and, on a GPU,
+// "peak_gpu_mb" (the caching allocator's peak). The optimizer is the harness's train::Sgd
+// (multi-tensor updates) with torch.optim.SGD's semantics: momentum 0.9, weight decay 1e-4 on
+// every parameter, lr 0.002.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -25,7 +33,10 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
-#include <torch/optim/sgd.h>
+#include <torch/cuda.h>
+#if MRCNN_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include <torch/version.h>
 
 #include <sys/resource.h>
@@ -39,6 +50,8 @@
 #include <vector>
 
 #include "benchmark/run/host_memory.h"
+#include "benchmark/train/sgd.h"
+#include "benchmark/train/sync_counter.h"
 #include "model/flop_count.h"
 #include "model/mask_rcnn.h"
 #include "model/options_json.h"
@@ -117,30 +130,35 @@ ModelOptions small_options() {
 
 struct Trainer {
   MaskRCNN model;
-  torch::optim::SGD sgd;
+  mrcnn::train::Sgd sgd;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
   std::map<std::string, int64_t> counts;  // of the last step
+  std::vector<int64_t> syncs;             // host synchronizations inside each step
 
   explicit Trainer(MaskRCNN m)
       : model(std::move(m)),
-        sgd(trainable(model), torch::optim::SGDOptions(0.002).momentum(0.9).weight_decay(1e-4)) {}
+        sgd(trainable(model), {.momentum = 0.9, .weight_decay = 1e-4, .bias_lr_factor = 1.0, .bias_weight_decay = 1e-4}) {}
 
-  static std::vector<at::Tensor> trainable(const MaskRCNN& m) {
-    std::vector<at::Tensor> p;
-    for (const auto& t : m->parameters())
-      if (t.requires_grad()) p.push_back(t);
+  static std::vector<mrcnn::train::NamedParameter> trainable(const MaskRCNN& m) {
+    std::vector<mrcnn::train::NamedParameter> p;
+    for (const auto& t : m->named_parameters())
+      if (t.value().requires_grad()) p.push_back({t.key(), t.value()});
     return p;
   }
 
   double step(const Batch& batch) {
+    const bool gpu = batch.images.is_cuda();
+    if (gpu) torch::cuda::synchronize();
+    mrcnn::train::SyncCounter counter;
     const auto t0 = std::chrono::steady_clock::now();
     sgd.zero_grad();
     at::Tensor loss;
+    std::map<std::string, at::Tensor> count_tensors;
     {
       RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());
       const TrainOutput out = model->forward_train(batch, gen);
       loss = out.total();
-      for (const auto& [name, c] : out.counts) counts[name] = c.item<int64_t>();
+      count_tensors = out.counts;
     }
     {
       RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
@@ -148,9 +166,13 @@ struct Trainer {
     }
     {
       RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
-      sgd.step();
+      sgd.step(0.002);
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    syncs.push_back(counter.count());  // before the synchronize that ends the timed step
+    if (gpu) torch::cuda::synchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& [name, c] : count_tensors) counts[name] = c.item<int64_t>();
+    return seconds;
   }
 };
 
@@ -282,10 +304,20 @@ int drive(const std::map<std::string, std::string>& flags) {
   std::ifstream opt_in(dir + "/options.json");
   if (!opt_in) throw std::runtime_error("cannot read " + dir + "/options.json");
   const ModelOptions options = model_options_from_json(nlohmann::json::parse(opt_in));
-  MaskRCNN model(options, at::make_generator<at::CPUGeneratorImpl>(7));
+  ModelOptions run_options = options;
+  if (flags.count("precision")) run_options.precision = parse_precision(flags.at("precision"));
+  if (flags.count("channels_last")) run_options.channels_last = flags.at("channels_last") == "1";
+  MaskRCNN model(run_options, at::make_generator<at::CPUGeneratorImpl>(7));
   load_weights(*model, dir + "/weights.safetensors");
+  const at::Device device(flags.count("device") ? flags.at("device") : "cpu");
+  Batch batch = read_batch(dir + "/batch.safetensors");
+  if (!device.is_cpu()) {
+    model->to(device);
+    for (at::Tensor* t : {&batch.images, &batch.image_sizes, &batch.gt_boxes, &batch.gt_labels,
+                          &batch.gt_counts, &batch.original_sizes})
+      *t = t->to(device);
+  }
   Trainer t(model);
-  const Batch batch = read_batch(dir + "/batch.safetensors");
   const double setup_rss = current_rss_mb();
   const int warmup = flags.count("warmup") ? std::stoi(flags.at("warmup")) : 1;
   const int steps = flags.count("steps") ? std::stoi(flags.at("steps")) : 3;
@@ -300,9 +332,20 @@ int drive(const std::map<std::string, std::string>& flags) {
     first_step = {{"cells", cells_json(counter)}, {"total_flops", counter.total_flops()}, {"counts", t.counts}};
   }
   for (int i = 0; i < warmup; ++i) t.step(batch);
+#if MRCNN_HAVE_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#endif
+  t.syncs.clear();
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(t.step(batch));
   const double peak = peak_rss_mb();
+  double peak_gpu_mb = 0;
+#if MRCNN_HAVE_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    peak_gpu_mb = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
   if (flags.count("trace")) {
     using namespace torch::autograd::profiler;
     const bool memory = flags.count("profile_memory") && flags.at("profile_memory") == "1";
@@ -321,7 +364,12 @@ int drive(const std::map<std::string, std::string>& flags) {
                            {"peak_rss_mb", peak},
                            {"threads", at::get_num_threads()},
                            {"images", batch.size()},
-                           {"counts", t.counts}};
+                           {"counts", t.counts},
+                           {"device", device.str()},
+                           {"precision", to_string(run_options.precision)},
+                           {"channels_last", run_options.channels_last},
+                           {"syncs_per_step", t.syncs}};
+  if (device.is_cuda()) report["peak_gpu_mb"] = peak_gpu_mb;
   if (flags.count("flops")) {
     nlohmann::json f = flop_report(t, batch, !flags.count("roofline") || flags.at("roofline") != "0");
     f["step_seconds"] = times;

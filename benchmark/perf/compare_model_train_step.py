@@ -25,8 +25,17 @@ Configurations:
   small  ResNet-18-FPN with group norm, FPN 128, box head 256, mask head 2 x 128, 4 images of
          128x128, 300 proposals and 32 RoIs per image: the demo's small model.
 
+On a GPU (--device cuda): both sides train there, under autocast when --precision is bf16 or
+fp16 (torchvision with torch.autocast and, for fp16, a GradScaler: the usual AMP recipe), each
+step timed between two device synchronizations; reported besides images/s: the peak GPU memory
+(the caching allocator's) and the host synchronizations inside each step (LibTorch's sync debug
+mode: torch.cuda.set_sync_debug_mode("warn") for torchvision, train::SyncCounter for ours).
+--batch N sets the images per step; --channels-last 0|1 sets our layout switch and torchvision's
+memory format (default: on for both on a GPU; ours only on the CPU, as before).
+
 Usage: compare_model_train_step.py [--config full|small|both] [--reps N] [--steps N] [--warmup N]
            [--threads N] [--host-memory retain|system] [--build DIR] [--lock] [--json OUT]
+           [--device cpu|cuda] [--precision fp32|bf16|fp16] [--batch N] [--channels-last 0|1]
 """
 import argparse
 import contextlib
@@ -204,9 +213,20 @@ def torchvision_worker(args):
     model = torchvision_model(cfg)
     model.load_state_dict(torch.load(case / "tv_state.pth"))
     model.train()
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    images, targets = data["images"], data["targets"]
+    if cuda:
+        model.to(device)
+        images = [i.to(device) for i in images]
+        targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+    if args.channels_last == "1":
+        model.to(memory_format=torch.channels_last)
+        images = [i.contiguous(memory_format=torch.channels_last) for i in images]
     params = [p for p in model.parameters() if p.requires_grad]
     sgd = torch.optim.SGD(params, lr=0.002, momentum=0.9, weight_decay=1e-4)
-    images, targets = data["images"], data["targets"]
+    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     from torch.profiler import record_function
 
     def scoped(module, name):
@@ -240,20 +260,42 @@ def torchvision_worker(args):
             return project(*a, **kw)
     tv_roi_heads.project_masks_on_boxes = project_scoped
 
+    syncs = []
+
     def step():
-        t0 = time.perf_counter()
-        sgd.zero_grad()
-        with record_function("mrcnn::forward"):
-            loss = sum(model(images, targets).values())
-        with record_function("mrcnn::backward"):
-            loss.backward()
-        with record_function("mrcnn::optimizer"):
-            sgd.step()
+        import warnings
+        if cuda:
+            torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if cuda:
+                torch.cuda.set_sync_debug_mode("warn")
+            t0 = time.perf_counter()
+            sgd.zero_grad()
+            with record_function("mrcnn::forward"), torch.autocast(
+                    device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+                loss = sum(model(images, targets).values())
+            with record_function("mrcnn::backward"):
+                (scaler.scale(loss) if scaler else loss).backward()
+            with record_function("mrcnn::optimizer"):
+                if scaler:
+                    scaler.step(sgd)
+                    scaler.update()
+                else:
+                    sgd.step()
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs.append(sum("synchronizing CUDA operation" in str(w.message) for w in caught))
+        if cuda:
+            torch.cuda.synchronize()
         return time.perf_counter() - t0
 
     setup_rss = current_rss_mb()
     for _ in range(args.warmup):
         step()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    syncs.clear()
     times = [step() for _ in range(args.steps)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.trace:
@@ -261,7 +303,9 @@ def torchvision_worker(args):
             step()
         prof.export_chrome_trace(args.trace)
     report = {"step_seconds": times, "setup_rss_mb": setup_rss, "peak_rss_mb": peak,
-              "threads": torch.get_num_threads(), "images": len(images)}
+              "threads": torch.get_num_threads(), "images": len(images), "syncs_per_step": syncs}
+    if cuda:
+        report["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     pathlib.Path(args.report).write_text(json.dumps(report))
 
 
@@ -279,6 +323,19 @@ def side_env(host_memory):
     return env
 
 
+def tv_channels_last(args):
+    """torchvision's memory format: --channels-last when given, else channels-last on a GPU only
+    (on the CPU the comparison has always run torchvision in its default format)."""
+    if args.channels_last is not None:
+        return args.channels_last
+    return "1" if args.device == "cuda" else "0"
+
+
+def memory_mb(report):
+    """Peak GPU memory on a GPU, peak RSS on the CPU."""
+    return report.get("peak_gpu_mb", report["peak_rss_mb"])
+
+
 def run_side(side, case, args, steps, warmup, trace=None):
     report = case / f"report_{side}.json"
     host_memory = getattr(args, "host_memory", "retain")
@@ -287,13 +344,17 @@ def run_side(side, case, args, steps, warmup, trace=None):
         env = side_env(host_memory)
         cmd = [sys.executable, __file__, "--worker", "torchvision", "--case", str(case),
                "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads),
-               "--report", str(report)]
+               "--report", str(report), "--device", args.device, "--precision", args.precision,
+               "--channels-last", tv_channels_last(args)]
         if trace:
             cmd += ["--trace", str(trace)]
     else:
         cmd = [str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_steps={steps}",
                f"--mrcnn_warmup={warmup}", f"--mrcnn_threads={args.threads}",
-               f"--mrcnn_report={report}", f"--mrcnn_host_memory={host_memory}"]
+               f"--mrcnn_report={report}", f"--mrcnn_host_memory={host_memory}",
+               f"--mrcnn_device={args.device}", f"--mrcnn_precision={args.precision}"]
+        if args.channels_last is not None:
+            cmd.append(f"--mrcnn_channels_last={args.channels_last}")
         if trace:
             cmd.append(f"--mrcnn_trace={trace}")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -331,6 +392,9 @@ def breakdown(trace_path):
     return scopes, nodes
 
 
+MEMORY_LABEL = {"cpu": "RSS", "cuda": "GPU memory"}
+
+
 def train_step_bench(build):
     """The C++ side's driver in the build folder `build`; exits naming it when it is not built."""
     bench = pathlib.Path(build) / "benchmark" / "perf" / "bench_model_train_step"
@@ -355,6 +419,8 @@ def environment(args):
 
 
 def compare(name, cfg, args, workdir):
+    if args.batch:
+        cfg = dict(cfg, images=args.batch)
     case = workdir / name
     case.mkdir()
     prepare(cfg, case)
@@ -368,24 +434,29 @@ def compare(name, cfg, args, workdir):
                 runs[side].append(run_side(side, case, args, steps, warmup))
                 r = runs[side][-1]
                 print(f"  [{name} rep {rep + 1}/{reps}] {side:11s} step "
-                      f"{statistics.median(r['step_seconds']):8.3f} s  peak RSS {r['peak_rss_mb']:7.0f} MB",
-                      flush=True)
+                      f"{statistics.median(r['step_seconds']):8.3f} s  peak {MEMORY_LABEL[args.device]} "
+                      f"{memory_mb(r):7.0f} MB  syncs/step {r.get('syncs_per_step', [])}", flush=True)
     traces = {}
     with cpu_lock(args.lock):
         for side in ("torchvision", "ours"):
             traces[side] = case / f"trace_{side}.json"
             run_side(side, case, args, 1, 1, trace=traces[side])
-    result = {"config": cfg, "reps": reps, "steps_per_rep": steps, "warmup": warmup}
+    result = {"config": cfg, "reps": reps, "steps_per_rep": steps, "warmup": warmup,
+              "device": args.device, "precision": args.precision,
+              "channels_last": {"ours": args.channels_last or "options", "torchvision": tv_channels_last(args)}}
     for side, rs in runs.items():
         step = statistics.median([statistics.median(r["step_seconds"]) for r in rs])
         result[side] = {"step_seconds": step, "images_per_second": cfg["images"] / step,
                         "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs),
                         "setup_rss_mb": statistics.median(r["setup_rss_mb"] for r in rs),
+                        "peak_memory_mb": statistics.median(memory_mb(r) for r in rs),
+                        "syncs_per_step": statistics.median(s for r in rs for s in r.get("syncs_per_step", [0])),
                         "all_step_seconds": [r["step_seconds"] for r in rs]}
         result[side]["scopes"], result[side]["autograd"] = breakdown(traces[side])
     t, o = result["torchvision"], result["ours"]
     result["speedup"] = o["images_per_second"] / t["images_per_second"]
     result["peak_rss_ratio"] = o["peak_rss_mb"] / t["peak_rss_mb"]
+    result["peak_memory_ratio"] = o["peak_memory_mb"] / t["peak_memory_mb"]
     return result
 
 
@@ -400,6 +471,15 @@ def print_result(name, r):
     print(f"{'images/s':24s}{t['images_per_second']:14.3f}{o['images_per_second']:14.3f}{r['speedup']:10.2f}")
     print(f"{'peak RSS (MB)':24s}{t['peak_rss_mb']:14.0f}{o['peak_rss_mb']:14.0f}{r['peak_rss_ratio']:10.2f}")
     print(f"{'RSS after setup (MB)':24s}{t['setup_rss_mb']:14.0f}{o['setup_rss_mb']:14.0f}")
+    if r.get("device") == "cuda":
+        print(f"{'peak GPU memory (MB)':24s}{t['peak_memory_mb']:14.0f}{o['peak_memory_mb']:14.0f}"
+              f"{r['peak_memory_ratio']:10.2f}")
+    print(f"{'host syncs per step':24s}{t['syncs_per_step']:14.0f}{o['syncs_per_step']:14.0f}")
+    print(f"RESULT config={r['config']['depth']} device={r.get('device')} precision={r.get('precision')} "
+          f"batch={r['config']['images']} ours_ips={o['images_per_second']:.3f} "
+          f"tv_ips={t['images_per_second']:.3f} speedup={r['speedup']:.2f} "
+          f"ours_mem_mb={o['peak_memory_mb']:.0f} tv_mem_mb={t['peak_memory_mb']:.0f} "
+          f"ours_syncs={o['syncs_per_step']:.0f} tv_syncs={t['syncs_per_step']:.0f}")
     print("where the time goes (one profiled step, seconds, inclusive):")
     names = sorted(set(t["scopes"]) | set(o["scopes"]))
     for n in names:
@@ -425,12 +505,20 @@ def main():
     p.add_argument("--lock", action="store_true", help="hold /tmp/mrcnn-cpu.lock per pair of runs")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--plot", help="write a PNG of images/s, peak memory and the per-stage breakdown here")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="autocast precision of both sides' forward")
+    p.add_argument("--batch", type=int, help="images per step (default: the configuration's)")
+    p.add_argument("--channels-last", choices=["0", "1"],
+                   help="both sides' layout (default: ours from its options, torchvision's on a GPU)")
     # worker mode
     p.add_argument("--worker", choices=["torchvision"])
     p.add_argument("--case")
     p.add_argument("--report")
     p.add_argument("--trace")
     args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here")
     if args.worker:
         return torchvision_worker(args)
     args.bench = train_step_bench(args.build)
@@ -453,8 +541,8 @@ def main():
             o, t = r["ours"], r["torchvision"]
             panels.append((f"{name}: training step", "images/s",
                            {"mlperf-maskrcnn": o["images_per_second"], "torchvision": t["images_per_second"]}, "higher"))
-            panels.append((f"{name}: peak memory", "MB",
-                           {"mlperf-maskrcnn": o["peak_rss_mb"], "torchvision": t["peak_rss_mb"]}, "lower"))
+            panels.append((f"{name}: peak {MEMORY_LABEL[args.device]}", "MB",
+                           {"mlperf-maskrcnn": o["peak_memory_mb"], "torchvision": t["peak_memory_mb"]}, "lower"))
         plot_comparison(args.plot, f"Mask R-CNN training step against torchvision, {args.threads} threads", panels)
         print(f"plot: {args.plot}")
 
