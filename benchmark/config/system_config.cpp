@@ -272,8 +272,7 @@ void validate(const SystemConfig& c) {
     fail_at(c, "run.device", "expected \"cpu\", \"cuda\", \"cuda:N\" or \"hpu\", got \"" + device + "\"");
   if (c.run.precision == model::Precision::kFloat16 && !device.starts_with("cuda"))
     fail_at(c, "run.precision", "fp16 (with loss scaling) is for CUDA devices; use bf16 on " + device);
-  if (c.run.precision == model::Precision::kBFloat16 && device.starts_with("cuda"))
-    fail_at(c, "run.precision", "mixed precision on CUDA is fp16 (autocast float16 with loss scaling)");
+  // bf16 on CUDA: autocast bfloat16, no loss scaling (Ampere and newer; a V100 emulates it slowly).
   try {
     c.data.transform.validate();
   } catch (const std::exception& e) {

@@ -130,6 +130,9 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
             std::string::npos);
   EXPECT_NE(error_of({"run.precision=\"fp16\""}).find("fp16 (with loss scaling) is for CUDA devices"),
             std::string::npos);
+  // Mixed precision on CUDA: fp16 (loss-scaled) and bf16 both validate.
+  EXPECT_EQ(error_of({"run.precision=\"bf16\""}, "aws-p3.16xlarge.json"), "");
+  EXPECT_EQ(error_of({"run.precision=\"fp16\""}, "aws-p3.16xlarge.json"), "");
   EXPECT_NE(error_of({"hyperparameters.global_batch_size=7"}).find("no hyperparameter set for global_batch_size 7"),
             std::string::npos);
   EXPECT_NE(error_of({"model.backbone.depth=19"}).find("depth"), std::string::npos);
