@@ -96,9 +96,9 @@ stage build cmake --build "$build" -j "$jobs" || exit 1
 
 # ---- 3. CUDA tests and the rest of the suite ---------------------------------------------------
 failed=0
-stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "OpsCuda|DeviceFaults|SyncCounter|cuda" || failed=1
+stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "OpsCuda|DeviceFaults|SyncCounter|Cuda|cuda" || failed=1
 grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
-stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "OpsCuda|DeviceFaults|SyncCounter" || failed=1
+stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "OpsCuda|DeviceFaults|SyncCounter|Cuda|cuda" || failed=1
 
 # ---- 4. the detection ops against torchvision on the GPU ---------------------------------------
 stage ops_vs_tv "$python" "$repo/benchmark/perf/compare_ops_torchvision.py" --build-dir "$build" \
@@ -128,8 +128,13 @@ data="$out/synthetic-1333x800"
 if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
   stage synth "$exe" synth --out "$data" --train 256 --val 64 --size 1333x800 --quiet || failed=1
 fi
+# The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
+# closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing.
+hyper='{"8": {"base_lr": 0.01, "warmup_steps": 10, "warmup_factor": 0.001, "decay_steps": [1000, 2000], "num_image_candidates": 1000}}'
 stage train_epoch "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
   --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set "run.data_dir=\"$data\"" \
+  --set 'submission.division="open"' --set 'system.division="open"' \
+  --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
   --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
   --out "$out/runs" --no-progress || failed=1
 log="$(ls -t "$out"/runs/*/mlperf_log.txt 2>/dev/null | head -n 1)"
