@@ -33,10 +33,6 @@ at::Tensor LossScaler::unscale(const std::vector<NamedParameter>& parameters) co
   return found_inf;
 }
 
-bool LossScaler::unscale_and_check(const std::vector<NamedParameter>& parameters) const {
-  return unscale(parameters).item<float>() == 0;
-}
-
 void LossScaler::update(bool found_non_finite) {
   if (!options_.enabled) return;
   if (found_non_finite) {

@@ -32,9 +32,7 @@ class LossScaler {
   // any gradient is NaN or infinite (then the caller skips the optimizer step), else 0. With
   // scaling disabled it only checks. Gradients must share one device.
   at::Tensor unscale(const std::vector<NamedParameter>& parameters) const;
-  // unscale() read on the host: true when every gradient is finite.
-  bool unscale_and_check(const std::vector<NamedParameter>& parameters) const;
-  // Adjusts the scale after a step (found_non_finite: what unscale_and_check found).
+  // Adjusts the scale after a step (found_non_finite: what unscale found).
   void update(bool found_non_finite);
 
   double scale() const { return scale_; }

@@ -77,9 +77,10 @@ StepResult Trainer::step(const model::Batch& batch) {
     parts.push_back(total.detach().reshape({1}));
     parts.push_back(found_inf.to(total.device()));
     const bool on_gpu = !total.is_cpu();
+    const size_t fault_slot = parts.size();  // on a GPU: this rank's fault bits
     if (on_gpu) parts.push_back(ops::device_fault_word(total.device()).to(at::kFloat));
     at::Tensor host = at::cat(parts).to(at::kCPU, at::kDouble);
-    const int32_t faults = on_gpu ? static_cast<int32_t>(host.data_ptr<double>()[parts.size() - 1]) : 0;
+    const int32_t faults = on_gpu ? static_cast<int32_t>(host.data_ptr<double>()[fault_slot]) : 0;
     if (comm_.world_size() > 1) {
       // Every rank reports, and judges finiteness on, the same global mean losses, so that a
       // non-finite loss on one rank stops all of them at the same step; likewise a fault.
@@ -90,8 +91,8 @@ StepResult Trainer::step(const model::Batch& batch) {
     size_t i = 0;
     for (const auto& [name, value] : losses) r.losses[name] = v[i++];
     r.loss = v[i++];
-    const bool finite = v[i++] == 0;
-    if (on_gpu && v[i] != 0) {
+    const bool finite = v[i] == 0;
+    if (on_gpu && v[fault_slot] != 0) {  // after the all-reduce: a fault on any rank
       ops::device_fault_word(total.device()).zero_();
       const std::string context = "step " + std::to_string(step_);
       if (faults == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
