@@ -14,6 +14,7 @@
 #include "model/ops/anchor_generator.h"
 #include "model/ops/box_coder.h"
 #include "model/ops/boxes.h"
+#include "model/ops/host_copy.h"
 #include "model/ops/matcher.h"
 #include "model/ops/sampler.h"
 #include "model/precision.h"
@@ -185,6 +186,9 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
   // Proposals are constants for the rest of the network: no gradient flows through them.
   std::vector<at::Tensor> obj_in, deltas_in;
   const at::Tensor sizes_cpu = image_sizes.cpu();
+  at::Tensor sizes_dev;  // float64 [N, 2] on the features' device, copied once, without blocking
+  if (options_.proposals_inside_image && !features.empty())
+    sizes_dev = ops::copy_to_device_async(sizes_cpu.to(at::kDouble), features.front().device());
   for (size_t l = 0; l < features.size(); ++l) {
     at::Tensor o = full_precision(objectness[l].detach());
     if (options_.proposals_inside_image) {
@@ -193,7 +197,7 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
       const int64_t h = o.size(2), w = o.size(3);
       const auto [stride_h, stride_w] = strides[l];
       const auto dev = at::TensorOptions().dtype(at::kDouble).device(o.device());
-      const at::Tensor sz = sizes_cpu.to(o.device(), at::kDouble);
+      const at::Tensor& sz = sizes_dev;
       const at::Tensor rows = at::arange(h, dev).mul_(static_cast<double>(stride_h)).view({1, h, 1}) <
                               sz.select(1, 0).view({-1, 1, 1});
       const at::Tensor cols = at::arange(w, dev).mul_(static_cast<double>(stride_w)).view({1, 1, w}) <

@@ -27,6 +27,8 @@ namespace mrcnn::model {
 using ops::PolygonList;
 
 // One training batch, padded. Produced by the data pipeline, consumed by model::MaskRCNN.
+// The model reads image_sizes, gt_counts and original_sizes on the host: on a GPU, keep them in
+// host memory (data::batch_to does) so that reading them blocks nothing; any device works.
 struct Batch {
   at::Tensor images;       // float32 [N,3,Hp,Wp], normalized; Hp, Wp multiples of 32; padding is 0
   at::Tensor image_sizes;  // int64 [N,2]: (h, w) of each image after resize, before padding

@@ -163,11 +163,10 @@ model::Batch batch_to(const model::Batch& batch, const c10::Device& device, bool
   const auto opts = at::TensorOptions().device(device);
   model::Batch out = batch;
   out.images = batch.images.to(opts, non_blocking);
-  out.image_sizes = batch.image_sizes.to(opts, non_blocking);
   out.gt_boxes = batch.gt_boxes.to(opts, non_blocking);
   out.gt_labels = batch.gt_labels.to(opts, non_blocking);
-  out.gt_counts = batch.gt_counts.to(opts, non_blocking);
-  out.original_sizes = batch.original_sizes.to(opts, non_blocking);
+  // image_sizes, gt_counts and original_sizes stay on the host: the model reads them there
+  // (checks, slicing, padding masks), and a device copy would cost a blocking read each.
   return out;
 }
 

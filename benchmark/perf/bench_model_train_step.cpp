@@ -313,9 +313,8 @@ int drive(const std::map<std::string, std::string>& flags) {
   Batch batch = read_batch(dir + "/batch.safetensors");
   if (!device.is_cpu()) {
     model->to(device);
-    for (at::Tensor* t : {&batch.images, &batch.image_sizes, &batch.gt_boxes, &batch.gt_labels,
-                          &batch.gt_counts, &batch.original_sizes})
-      *t = t->to(device);
+    // As the data loader delivers it (data::batch_to): the metadata stays on the host.
+    for (at::Tensor* t : {&batch.images, &batch.gt_boxes, &batch.gt_labels}) *t = t->to(device);
   }
   Trainer t(model);
   const double setup_rss = current_rss_mb();

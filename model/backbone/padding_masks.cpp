@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/ops/host_copy.h"
+
 namespace mrcnn::model {
 
 PaddingMasks::PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int64_t padded_w,
@@ -14,6 +16,13 @@ PaddingMasks::PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int6
       padded_w_(padded_w),
       device_(device) {}
 
+const at::Tensor& PaddingMasks::device_sizes() {
+  // One copy of the sizes per batch: from page-locked memory without blocking the host on a GPU
+  // (the masks are then computed there), the host tensor itself on the CPU.
+  if (!device_sizes_.defined()) device_sizes_ = ops::copy_to_device_async(sizes_, device_);
+  return device_sizes_;
+}
+
 const at::Tensor& PaddingMasks::mask(int64_t h, int64_t w) {
   const auto key = std::make_pair(h, w);
   if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -21,22 +30,23 @@ const at::Tensor& PaddingMasks::mask(int64_t h, int64_t w) {
     throw std::invalid_argument("PaddingMasks: a " + std::to_string(h) + "x" + std::to_string(w) +
                                 " map does not divide the padded " + std::to_string(padded_h_) +
                                 "x" + std::to_string(padded_w_) + " batch");
+  // ceil(h_i * H / Hp): the valid extent a stride-Hp/H convolution chain leaves. Whether any
+  // image is padded at this size is decided on the host copy (no device read); the mask itself
+  // is computed where it is used, from the sizes copied there once.
   const int64_t n = sizes_.size(0);
   const auto s = sizes_.accessor<int64_t, 2>();
-  std::vector<int64_t> rows(n), cols(n);
   bool padded = false;
-  for (int64_t i = 0; i < n; ++i) {
-    // ceil(h_i * H / Hp): the valid extent a stride-Hp/H convolution chain leaves.
-    rows[i] = (s[i][0] * h + padded_h_ - 1) / padded_h_;
-    cols[i] = (s[i][1] * w + padded_w_ - 1) / padded_w_;
-    padded |= rows[i] < h || cols[i] < w;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    padded |= (s[i][0] * h + padded_h_ - 1) / padded_h_ < h || (s[i][1] * w + padded_w_ - 1) / padded_w_ < w;
   at::Tensor m;
   if (padded) {
-    const auto i64 = at::TensorOptions().dtype(at::kLong);
-    const at::Tensor r = at::arange(h, i64).view({1, h, 1}) < at::tensor(rows, i64).view({n, 1, 1});
-    const at::Tensor c = at::arange(w, i64).view({1, 1, w}) < at::tensor(cols, i64).view({n, 1, 1});
-    m = r.logical_and(c).to(at::kFloat).unsqueeze(1).to(device_);
+    const at::Tensor& sizes = device_sizes();
+    const at::Tensor rows = (sizes.select(1, 0) * h + (padded_h_ - 1)).div(padded_h_, "floor");
+    const at::Tensor cols = (sizes.select(1, 1) * w + (padded_w_ - 1)).div(padded_w_, "floor");
+    const auto i64 = at::TensorOptions().dtype(at::kLong).device(device_);
+    const at::Tensor r = at::arange(h, i64).view({1, h, 1}) < rows.view({n, 1, 1});
+    const at::Tensor c = at::arange(w, i64).view({1, 1, w}) < cols.view({n, 1, 1});
+    m = r.logical_and(c).to(at::kFloat).unsqueeze(1);
   }
   return cache_.emplace(key, std::move(m)).first->second;
 }

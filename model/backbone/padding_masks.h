@@ -10,6 +10,9 @@
 // ceil(h_i * H / Hp) x ceil(w_i * W / Wp). Maps whose valid regions all fill the tensor need no
 // mask (no work: a batch of equally sized images padded by less than a stride).
 //
+// On a GPU nothing here reads the device: the sizes go there once per batch, without blocking,
+// and each map size's mask is computed there.
+//
 // Thread-safety: not thread-safe (masks are built lazily and cached); one per forward call.
 #pragma once
 
@@ -23,7 +26,7 @@ namespace mrcnn::model {
 
 class PaddingMasks {
  public:
-  // image_sizes: int64 [N, 2] true (h, w) (any device; read on the CPU); padded_h/w: the batch's
+  // image_sizes: int64 [N, 2] true (h, w) (read on the CPU: pass the host copy); padded_h/w: the batch's
   // padded size; masks are made on `device`.
   PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int64_t padded_w,
                c10::Device device);
@@ -37,7 +40,10 @@ class PaddingMasks {
   const at::Tensor& mask(int64_t h, int64_t w);
 
  private:
-  at::Tensor sizes_;  // int64 [N, 2] CPU
+  const at::Tensor& device_sizes();  // sizes_ on device_, copied on first use
+
+  at::Tensor sizes_;         // int64 [N, 2] CPU
+  at::Tensor device_sizes_;  // int64 [N, 2] on device_ (sizes_ itself on the CPU)
   int64_t padded_h_, padded_w_;
   c10::Device device_;
   std::map<std::pair<int64_t, int64_t>, at::Tensor> cache_;

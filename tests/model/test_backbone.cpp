@@ -2,14 +2,70 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
+
+#include <array>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "model/backbone/conv_norm.h"
 #include "model/backbone/fpn.h"
+#include "model/backbone/padding_masks.h"
 #include "model/backbone/resnet.h"
 
 namespace mrcnn::model {
 namespace {
+
+// Image i's valid region in a map of size H x W of a batch padded to Hp x Wp is
+// ceil(h_i * H / Hp) x ceil(w_i * W / Wp); the mask is 1 there and 0 elsewhere, written out here
+// pixel by pixel.
+at::Tensor expected_padding_mask(const std::vector<std::array<int64_t, 2>>& sizes, int64_t hp, int64_t wp,
+                                 int64_t h, int64_t w) {
+  at::Tensor m = at::zeros({static_cast<int64_t>(sizes.size()), 1, h, w});
+  auto a = m.accessor<float, 4>();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double rows = std::ceil(static_cast<double>(sizes[i][0]) * h / hp);
+    const double cols = std::ceil(static_cast<double>(sizes[i][1]) * w / wp);
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) a[static_cast<int64_t>(i)][0][y][x] = y < rows && x < cols ? 1.f : 0.f;
+  }
+  return m;
+}
+
+TEST(PaddingMasks, ValidRegionPerImageAndLevelOnTheDeviceOfUse) {
+  const std::vector<std::array<int64_t, 2>> sizes{{100, 110}, {64, 37}};
+  const at::Tensor t = at::tensor({100, 110, 64, 37}, at::kLong).view({2, 2});
+  std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
+  if (torch::cuda::is_available()) devices.emplace_back(c10::kCUDA, 0);
+  for (const c10::Device& dev : devices) {
+    SCOPED_TRACE(dev.str());
+    PaddingMasks masks(t, 128, 128, dev);
+    for (const auto& [h, w] : {std::pair<int64_t, int64_t>{128, 128}, {32, 32}, {16, 16}, {4, 4}}) {
+      SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
+      const at::Tensor& m = masks.mask(h, w);
+      ASSERT_TRUE(m.defined());
+      EXPECT_EQ(m.device(), dev);
+      EXPECT_EQ(m.scalar_type(), at::kFloat);
+      EXPECT_TRUE(at::equal(m.cpu(), expected_padding_mask(sizes, 128, 128, h, w)));
+      EXPECT_EQ(masks.mask(h, w).data_ptr(), m.data_ptr());  // built once per size
+    }
+    // x *= mask in place.
+    const at::Tensor x = at::ones({2, 3, 16, 16}, at::TensorOptions().device(dev));
+    masks.apply_(x);
+    EXPECT_TRUE(at::equal(x.cpu(), expected_padding_mask(sizes, 128, 128, 16, 16).expand({2, 3, 16, 16})));
+    EXPECT_THROW(masks.mask(24, 32), std::invalid_argument);  // 24 does not divide 128
+  }
+  // Padded by less than one cell at a coarse level: nothing to mask there, x left as is.
+  PaddingMasks tight(at::tensor({120, 128}, at::kLong).view({1, 2}), 128, 128, c10::Device(c10::kCPU));
+  EXPECT_TRUE(tight.mask(128, 128).defined());
+  EXPECT_FALSE(tight.mask(4, 4).defined());  // ceil(120 * 4 / 128) = 4
+  const at::Tensor x = at::full({1, 2, 4, 4}, 3.0);
+  tight.apply_(x);
+  EXPECT_TRUE(at::equal(x, at::full({1, 2, 4, 4}, 3.0)));
+}
 
 TEST(FrozenBatchNorm, FoldedConvolutionEqualsConvolutionThenAffine) {
   at::manual_seed(1);

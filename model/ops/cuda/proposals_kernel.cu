@@ -21,6 +21,7 @@
 
 #include "model/ops/cuda/nms_segmented.cuh"
 #include "model/ops/device_faults.h"
+#include "model/ops/host_copy.h"
 #include "model/ops/proposals_check.h"
 
 namespace mrcnn::ops {
@@ -136,8 +137,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> generate_proposals_cuda(
   }
   // Through pinned memory: a plain copy from pageable memory would wait for the device.
   const at::Tensor sizes =
-      (image_sizes.is_cuda() ? image_sizes : image_sizes.to(at::kLong).contiguous().pin_memory())
-          .to(o0.device(), at::kLong, /*non_blocking=*/true)
+      (image_sizes.is_cuda() ? image_sizes.to(at::kLong) : copy_to_device_async(image_sizes.to(at::kLong), o0.device()))
           .contiguous();
   at::Tensor boxes_all = at::zeros({batch, num_levels, capacity, 4}, opts);
   at::Tensor probs_all = at::zeros({batch, num_levels, capacity}, opts);

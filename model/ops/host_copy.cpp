@@ -1,0 +1,16 @@
+#include "model/ops/host_copy.h"
+
+#include <ATen/ATen.h>
+
+namespace mrcnn::ops {
+
+at::Tensor copy_to_device_async(const at::Tensor& host, c10::Device device) {
+  TORCH_CHECK(host.is_cpu(), "copy_to_device_async: expected a host tensor, got one on ", host.device());
+  if (device.is_cpu()) return host;
+  // pin_memory() copies into a block of LibTorch's pinned allocator, which records the copy's
+  // stream and reuses the block only after the copy has run.
+  const at::Tensor pinned = host.is_pinned() ? host : host.contiguous().pin_memory();
+  return pinned.to(device, /*non_blocking=*/true);
+}
+
+}  // namespace mrcnn::ops
