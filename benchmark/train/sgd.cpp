@@ -1,6 +1,5 @@
 #include "benchmark/train/sgd.h"
 
-
 #include <cmath>
 #include <stdexcept>
 
@@ -94,25 +93,26 @@ void Sgd::load_state(const std::map<std::string, at::Tensor>& state) {
   }
 }
 
-double grad_norm(const std::vector<NamedParameter>& parameters) {
-  double sq = 0;
-  for (const auto& p : parameters) {
-    const at::Tensor& g = p.tensor.grad();
-    if (!g.defined()) continue;
-    const double n = g.detach().norm(2).item<double>();
-    sq += n * n;
-  }
-  return std::sqrt(sq);
-}
-
-double clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm) {
-  const double total = grad_norm(parameters);
-  if (!(max_norm > 0)) return total;
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1 && std::isfinite(total)) {
-    at::NoGradGuard no_grad;
-    for (const auto& p : parameters)
-      if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+at::Tensor clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad().detach());
+  if (grads.empty())
+    return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().tensor.device()));
+  at::NoGradGuard no_grad;
+  // Per-tensor norms in the gradients' type, then the sum of their squares in float64: cumsum is
+  // a sequential scan on the CPU (the order of a plain loop); its last element is the sum.
+  const at::Tensor norms = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble);
+  const at::Tensor sum_sq = norms.mul(norms).cumsum(0)[-1];
+  // A correctly rounded square root on either device: CUDA's is; the CPU's vectorized one (MKL or
+  // Sleef) is up to an ulp off, and on the CPU reading the value costs nothing.
+  const at::Tensor total =
+      sum_sq.is_cpu() ? at::scalar_tensor(std::sqrt(sum_sq.item<double>()), sum_sq.options()) : sum_sq.sqrt();
+  if (max_norm > 0) {
+    const at::Tensor coef = at::full({}, max_norm, total.options()).div(total + 1e-6).clamp_max(1.0);
+    // Multiplying by exactly 1 changes nothing: unclipped and non-finite cases are this multiply.
+    const at::Tensor applied = at::where(total.isfinite(), coef, at::ones_like(coef)).to(grads.front().scalar_type());
+    at::_foreach_mul_(grads, applied);
   }
   return total;
 }

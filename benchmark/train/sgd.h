@@ -56,11 +56,12 @@ class Sgd {
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm (torch's
-// clip_grad_norm_ semantics, eps 1e-6). Returns the norm before clipping. The norm is summed in
-// float64 in parameter order, so it does not depend on the thread count.
-double clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm);
-
-// Global L2 norm of the gradients (float64, parameter order), or NaN/inf if any is non-finite.
-double grad_norm(const std::vector<NamedParameter>& parameters);
+// clip_grad_norm_ semantics, eps 1e-6), on the gradients' device and without reading it: the
+// coefficient min(1, max_norm / (norm + 1e-6)) stays a device scalar and one multi-tensor
+// multiply applies it. A non-finite norm leaves the gradients as they are (such a step is skipped).
+// Returns the norm before clipping: a float64 scalar on the parameters' device (0 if no
+// parameter has a gradient). The per-tensor norms are summed in float64 in parameter order, so the result does
+// not depend on the thread count.
+at::Tensor clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm);
 
 }  // namespace mrcnn::train

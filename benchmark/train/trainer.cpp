@@ -72,6 +72,8 @@ StepResult Trainer::step(const model::Batch& batch) {
     // value, whether a gradient is non-finite, and on a GPU the kernels' fault word
     // (device_faults.h), which reports invalid values met in this step's forward.
     const at::Tensor found_inf = scaler_.unscale(params);
+    const bool clip = options_.gradient_clip_norm > 0;
+    const at::Tensor norm = clip ? clip_grad_norm(params, options_.gradient_clip_norm) : at::Tensor();
     std::vector<at::Tensor> parts;
     for (const auto& [name, value] : losses) parts.push_back(value.detach().to(at::kFloat).reshape({1}));
     parts.push_back(total.detach().reshape({1}));
@@ -79,8 +81,12 @@ StepResult Trainer::step(const model::Batch& batch) {
     const bool on_gpu = !total.is_cpu();
     const size_t fault_slot = parts.size();  // on a GPU: this rank's fault bits
     if (on_gpu) parts.push_back(ops::device_fault_word(total.device()).to(at::kFloat));
-    at::Tensor host = at::cat(parts).to(at::kCPU, at::kDouble);
+    at::Tensor on_device = at::cat(parts).to(at::kDouble);
+    if (clip) on_device = at::cat({on_device, norm.reshape({1})});  // the norm, float64 already
+    at::Tensor host = on_device.to(at::kCPU);
     const int32_t faults = on_gpu ? static_cast<int32_t>(host.data_ptr<double>()[fault_slot]) : 0;
+    // The same on every rank (the gradients are all-reduced); taken before the loss all-reduce.
+    const double norm_value = clip ? host.data_ptr<double>()[host.numel() - 1] : 0.0;
     if (comm_.world_size() > 1) {
       // Every rank reports, and judges finiteness on, the same global mean losses, so that a
       // non-finite loss on one rank stops all of them at the same step; likewise a fault.
@@ -104,7 +110,7 @@ StepResult Trainer::step(const model::Batch& batch) {
         if (!std::isfinite(x)) which += (which.empty() ? "" : ", ") + name;
       throw NonFiniteLoss(step_, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
     }
-    if (finite && options_.gradient_clip_norm > 0) r.grad_norm = clip_grad_norm(params, options_.gradient_clip_norm);
+    if (finite && clip) r.grad_norm = norm_value;
     scaler_.update(!finite);
     if (finite) {
       sgd_.step(r.lr);

@@ -1,9 +1,9 @@
 // One training step, the reference's way: forward (under autocast when the precision asks),
 // sum of the named losses, backward (loss-scaled for float16), gradient all-reduce over ranks,
-// unscale and finite-gradient check (on the device), then the step's one read back to the host
-// (losses, the gradient check, GPU kernel faults): a non-finite loss ends the run, a non-finite
-// gradient skips the update. Then optional clipping by global norm and SGD with the scheduled
-// learning rate.
+// unscale, finite-gradient check and optional clipping by global norm (all on the device), then
+// the step's one read back to the host (losses, the gradient check, the norm, GPU kernel faults):
+// a non-finite loss ends the run, a non-finite gradient skips the update. Then SGD with the
+// scheduled learning rate.
 //
 // The trainer sees the network only through TrainableModel, so the same loop drives Mask R-CNN
 // and the small models its tests use. Not thread-safe; one trainer per training thread.

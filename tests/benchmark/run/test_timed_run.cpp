@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -72,6 +73,29 @@ std::string read(const std::filesystem::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+double gradient_norm(ToyModel& m) {
+  double sq = 0;
+  for (const auto& p : m.trainable_parameters()) sq += p.tensor.grad().square().sum().item<double>();
+  return std::sqrt(sq);
+}
+
+// Clipping runs on the device inside the step; its norm comes back with the losses.
+TEST(Trainer, ClippingReportsTheNormBeforeAndLeavesGradientsAtTheBound) {
+  const model::Batch batch = *testing::ToyStream(0, 1, 8).next();
+  auto comm = comm::make_local_communicator();
+  ToyModel plain_model, clipped_model;
+  train::Trainer plain(plain_model, {.seed = 3}, *comm);
+  train::Trainer clipped(clipped_model, {.gradient_clip_norm = 1e-3, .seed = 3}, *comm);
+  const train::StepResult a = plain.step(batch);
+  const train::StepResult b = clipped.step(batch);
+  EXPECT_EQ(a.grad_norm, 0);  // not computed without clipping
+  const double norm = gradient_norm(plain_model);
+  ASSERT_GT(norm, 1e-2);
+  EXPECT_NEAR(b.grad_norm, norm, 1e-6 * norm);
+  EXPECT_NEAR(gradient_norm(clipped_model), 1e-3, 1e-6);
+  EXPECT_EQ(a.loss, b.loss);
 }
 
 TEST(TimedRun, ConvergedRunWritesACompliantLogAndStopsAtTheTarget) {

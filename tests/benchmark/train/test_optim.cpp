@@ -2,6 +2,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/lr_schedule.h"
@@ -87,11 +89,88 @@ TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
   auto a2 = a1.detach().clone().requires_grad_(), b2 = b1.detach().clone().requires_grad_();
   ((a1 * 5).sum() + (b1 * b1).sum() * 3).backward();
   ((a2 * 5).sum() + (b2 * b2).sum() * 3).backward();
-  const double ours = clip_grad_norm({{"a", a1}, {"b", b1}}, 1.5);
+  const at::Tensor ours = clip_grad_norm({{"a", a1}, {"b", b1}}, 1.5);
+  EXPECT_EQ(ours.dim(), 0);
+  EXPECT_EQ(ours.scalar_type(), at::kDouble);
   const double ref = torch::nn::utils::clip_grad_norm_(std::vector<at::Tensor>{a2, b2}, 1.5);
-  EXPECT_NEAR(ours, ref, 1e-12);
+  EXPECT_NEAR(ours.item<double>(), ref, 1e-12);
   EXPECT_TRUE(torch::allclose(a1.grad(), a2.grad(), 0, 1e-14));
   EXPECT_TRUE(torch::allclose(b1.grad(), b2.grad(), 0, 1e-14));
+}
+
+// The device-side clip is bit-identical on the CPU to the host loop it replaced (per-tensor
+// float32 norms read one by one, squares summed in float64 in order, std::sqrt, gradients scaled
+// by the float64 coefficient only when it is below 1), so float32 training runs are unchanged.
+// Many draws: a square root that is an ulp off for about 1% of values (the CPU's vectorized one)
+// fails here.
+TEST(ClipGradNorm, BitIdenticalToTheHostLoopOnFloat32) {
+  torch::manual_seed(4);
+  for (int trial = 0; trial < 400; ++trial) {
+    SCOPED_TRACE(trial);
+    const double max_norm = trial % 2 == 0 ? 0.5 : 1e6;  // clipped, and left alone
+    std::vector<NamedParameter> ours, ref;
+    for (int i = 0; i < 12; ++i) {
+      auto p = torch::zeros({1 + (i * 37 + trial) % 200}).requires_grad_();
+      p.mutable_grad() = torch::randn(p.sizes()) * torch::rand({1}).mul(5).exp();
+      auto q = p.detach().clone().requires_grad_();
+      q.mutable_grad() = p.grad().clone();
+      ours.push_back({"p" + std::to_string(i), p});
+      ref.push_back({"p" + std::to_string(i), q});
+    }
+    double sq = 0;
+    for (const auto& p : ref) {
+      const double n = p.tensor.grad().norm(2).item<double>();
+      sq += n * n;
+    }
+    const double total = std::sqrt(sq), coef = max_norm / (total + 1e-6);
+    if (coef < 1)
+      for (const auto& p : ref) p.tensor.mutable_grad().mul_(coef);
+    ASSERT_EQ(clip_grad_norm(ours, max_norm).item<double>(), total);
+    for (size_t i = 0; i < ours.size(); ++i)
+      ASSERT_TRUE(torch::equal(ours[i].tensor.grad(), ref[i].tensor.grad())) << ours[i].name;
+  }
+}
+
+TEST(ClipGradNorm, NonFiniteNormLeavesGradientsAndNoGradientsGiveZero) {
+  auto a = torch::zeros({3}).requires_grad_(), b = torch::zeros({2}).requires_grad_();
+  a.mutable_grad() = torch::tensor({1.f, INFINITY, 2.f});
+  b.mutable_grad() = torch::tensor({3.f, 4.f});
+  const at::Tensor n = clip_grad_norm({{"a", a}, {"b", b}}, 1.0);
+  EXPECT_TRUE(std::isinf(n.item<double>()));
+  EXPECT_TRUE(torch::equal(b.grad(), torch::tensor({3.f, 4.f})));
+  b.mutable_grad().fill_(NAN);
+  EXPECT_TRUE(std::isnan(clip_grad_norm({{"b", b}}, 1.0).item<double>()));
+  auto c = torch::zeros({2}).requires_grad_();
+  EXPECT_EQ(clip_grad_norm({{"c", c}}, 1.0).item<double>(), 0.0);
+}
+
+// On a GPU: the norm stays there (no synchronization), equals the CPU's to rounding, and a model
+// without gradients gives a zero on its own device (the trainer concatenates it with the losses).
+TEST(ClipGradNorm, OnCudaReadsNothingAndMatchesTheCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the CUDA clipping test is skipped";
+  torch::manual_seed(5);
+  std::vector<NamedParameter> cpu, gpu;
+  for (int i = 0; i < 20; ++i) {
+    auto p = torch::zeros({1 + i * 51}).requires_grad_();
+    p.mutable_grad() = torch::randn(p.sizes());
+    auto q = p.detach().to(torch::kCUDA).requires_grad_();
+    q.mutable_grad() = p.grad().to(torch::kCUDA);
+    cpu.push_back({"p" + std::to_string(i), p});
+    gpu.push_back({"p" + std::to_string(i), q});
+  }
+  SyncCounter counter;
+  const at::Tensor n = clip_grad_norm(gpu, 1.0);
+  const int64_t syncs = counter.count();
+  EXPECT_EQ(n.device().type(), c10::kCUDA);
+  if (counter.watching_cuda()) {
+    EXPECT_EQ(syncs, 0);
+  }
+  const double expected = clip_grad_norm(cpu, 1.0).item<double>();
+  EXPECT_NEAR(n.item<double>(), expected, 1e-6 * expected);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_TRUE(torch::allclose(gpu[i].tensor.grad().cpu(), cpu[i].tensor.grad(), 1e-5, 1e-7)) << i;
+  auto bare = torch::zeros({3}, torch::kCUDA).requires_grad_();
+  EXPECT_EQ(clip_grad_norm({{"bare", bare}}, 1.0).device().type(), c10::kCUDA);
 }
 
 TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterAnInterval) {
