@@ -133,7 +133,7 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
     {
       RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
       // The reference crops polygons with float32 boxes.
-      mask_targets.push_back(ops::mask_targets(*t.polygons, pos_gt.cpu(), pos_boxes.to(at::kFloat),
+      mask_targets.push_back(ops::mask_targets(*t.polygons, pos_gt, pos_boxes.to(at::kFloat),
                                                2 * mask_options_.pooler_resolution));
     }
     offset += boxes.size(0);

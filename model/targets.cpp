@@ -9,6 +9,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/ops/device_faults.h"
+#include "model/ops/host_copy.h"
+
 namespace mrcnn::model {
 namespace {
 
@@ -29,6 +32,44 @@ void check_shape(const std::string& field, const at::Tensor& t, at::ScalarType d
   bool ok = t.defined() && t.scalar_type() == dtype && t.dim() == static_cast<int64_t>(shape.size());
   for (size_t d = 0; ok && d < shape.size(); ++d) ok = shape[d] < 0 || t.size(d) == shape[d];
   if (!ok) bad(field, expected, shape_of(t));
+}
+
+void check_targets_on_host(const Batch& batch, const at::Tensor& counts, int64_t num_classes) {
+  const at::Tensor boxes = batch.gt_boxes.to(at::kDouble);
+  auto c = counts.accessor<int64_t, 1>();
+  auto b = boxes.accessor<double, 3>();
+  auto l = batch.gt_labels.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < counts.size(0); ++i) {
+    for (int64_t j = 0; j < c[i]; ++j) {
+      const std::string row = "[" + std::to_string(i) + "][" + std::to_string(j) + "]";
+      if (l[i][j] < 1 || l[i][j] >= num_classes)
+        bad("gt_labels" + row, "a label in 1.." + std::to_string(num_classes - 1),
+            std::to_string(l[i][j]));
+      if (!(std::isfinite(b[i][j][0]) && std::isfinite(b[i][j][1]) && std::isfinite(b[i][j][2]) &&
+            std::isfinite(b[i][j][3]) && b[i][j][2] > b[i][j][0] && b[i][j][3] > b[i][j][1])) {
+        std::ostringstream got;
+        got << "(" << b[i][j][0] << ", " << b[i][j][1] << ", " << b[i][j][2] << ", " << b[i][j][3]
+            << ")";
+        bad("gt_boxes" + row, "a finite box with x2 > x1 and y2 > y1", got.str());
+      }
+    }
+  }
+}
+
+// The ground-truth rows below each image's count: a label outside 1..num_classes-1 or a box that
+// is not finite with x2 > x1 and y2 > y1 sets kFaultBatchTargets, without reading the device.
+void check_targets_on_device(const Batch& batch, const at::Tensor& counts_host, int64_t num_classes) {
+  const c10::Device dev = batch.gt_boxes.device();
+  const int64_t g = batch.gt_boxes.size(1);
+  const at::Tensor counts = ops::copy_to_device_async(counts_host.contiguous(), dev);
+  const at::Tensor rows = at::arange(g, at::TensorOptions().dtype(at::kLong).device(dev)).unsqueeze(0) <
+                          counts.unsqueeze(1);  // [N, G]
+  const at::Tensor b = batch.gt_boxes;
+  const at::Tensor l = batch.gt_labels.to(dev);
+  const at::Tensor box_ok = b.isfinite().all(2) & (b.select(2, 2) > b.select(2, 0)) & (b.select(2, 3) > b.select(2, 1));
+  const at::Tensor label_ok = (l >= 1) & (l < num_classes);
+  const at::Tensor bad_rows = rows & (box_ok & label_ok).logical_not();
+  ops::device_fault_word(dev).bitwise_or_(bad_rows.any().to(at::kInt) * static_cast<int32_t>(ops::kFaultBatchTargets));
 }
 
 }  // namespace
@@ -73,28 +114,19 @@ void check_batch(const Batch& batch, int64_t num_classes, bool need_targets) {
         std::to_string(batch.gt_polygons.size()));
 
   const at::Tensor counts = batch.gt_counts.cpu();
-  const at::Tensor boxes = batch.gt_boxes.to(at::kCPU, at::kDouble);
-  const at::Tensor labels = batch.gt_labels.cpu();
   auto c = counts.accessor<int64_t, 1>();
-  auto b = boxes.accessor<double, 3>();
-  auto l = labels.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < n; ++i)
+    if (c[i] < 0 || c[i] > g)
+      bad("gt_counts[" + std::to_string(i) + "]", "a count in [0, " + std::to_string(g) + "]", std::to_string(c[i]));
+  // Boxes and labels on a GPU are checked there, into the fault word the step reads anyway
+  // (ops/device_faults.h): reading them back here would stall the device every step.
+  if (batch.gt_boxes.is_cpu() && batch.gt_labels.is_cpu()) {
+    check_targets_on_host(batch, counts, num_classes);
+  } else {
+    check_targets_on_device(batch, counts, num_classes);
+  }
   for (int64_t i = 0; i < n; ++i) {
     const std::string img = "[" + std::to_string(i) + "]";
-    if (c[i] < 0 || c[i] > g)
-      bad("gt_counts" + img, "a count in [0, " + std::to_string(g) + "]", std::to_string(c[i]));
-    for (int64_t j = 0; j < c[i]; ++j) {
-      const std::string row = img + "[" + std::to_string(j) + "]";
-      if (l[i][j] < 1 || l[i][j] >= num_classes)
-        bad("gt_labels" + row, "a label in 1.." + std::to_string(num_classes - 1),
-            std::to_string(l[i][j]));
-      if (!(std::isfinite(b[i][j][0]) && std::isfinite(b[i][j][1]) && std::isfinite(b[i][j][2]) &&
-            std::isfinite(b[i][j][3]) && b[i][j][2] > b[i][j][0] && b[i][j][3] > b[i][j][1])) {
-        std::ostringstream got;
-        got << "(" << b[i][j][0] << ", " << b[i][j][1] << ", " << b[i][j][2] << ", " << b[i][j][3]
-            << ")";
-        bad("gt_boxes" + row, "a finite box with x2 > x1 and y2 > y1", got.str());
-      }
-    }
     try {
       batch.gt_polygons[i].check();
     } catch (const std::exception& e) {

@@ -30,7 +30,9 @@ struct ImageTargets {
 // Checks `batch` (shapes, dtypes, sizes within the padding, counts within the padding, labels in
 // 1..num_classes-1, one PolygonList per image holding gt_counts[i] instances when
 // `need_targets`) and throws std::invalid_argument naming the field, what was expected and what
-// arrived.
+// arrived. Ground-truth boxes and labels on a GPU are checked there without a device read: an
+// invalid one sets ops::kFaultBatchTargets in the fault word, which the trainer reads with the
+// step's losses and reports as that step's error.
 void check_batch(const Batch& batch, int64_t num_classes, bool need_targets);
 
 // The per-image ground truth of a checked batch, moved to `device`, boxes in `box_dtype`.

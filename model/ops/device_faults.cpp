@@ -35,6 +35,12 @@ std::string describe_device_faults(int32_t bits) {
       {kFaultPasteBox, "paste_masks_in_image: boxes must be finite"},
       {kFaultRoiLevel, "multilevel_roi_align: a RoI was mapped outside the feature pyramid"},
       {kFaultRoiBox, "roi_align: a RoI's box is not finite or needs a sampling grid over 2^20 per bin"},
+      {kFaultMaskTarget,
+       "mask_targets: a proposal is not finite, its matched_gt_index is not an instance of the image, "
+       "or a polygon vertex in its frame is not finite or beyond +-1e8"},
+      {kFaultBatchTargets,
+       "the batch's ground truth: a box is not finite with x2 > x1 and y2 > y1, or a label is not a class "
+       "1..num_classes-1"},
   };
   std::string out;
   int32_t known = 0;

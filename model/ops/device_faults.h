@@ -30,6 +30,8 @@ enum DeviceFault : int32_t {
   kFaultPasteBox = 1 << 4,        // paste_masks_in_image: a box is not finite
   kFaultRoiLevel = 1 << 5,        // multilevel_roi_align: a level index outside the pyramid
   kFaultRoiBox = 1 << 6,          // roi_align: a box not finite, or too large to sample (> 2^20)
+  kFaultMaskTarget = 1 << 7,      // mask_targets: a proposal, its instance index or a vertex invalid
+  kFaultBatchTargets = 1 << 8,    // model::check_batch: a ground-truth box or label invalid on a GPU
 };
 
 // What each set bit means, one clause per fault, "; "-separated ("" for 0).

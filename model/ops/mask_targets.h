@@ -10,8 +10,9 @@
 // Nothing outside the proposal contributes, and nothing is resampled: a polygon edge lands
 // where pycocotools puts it, not where a resized full-image bitmap would.
 //
-// Runs on the CPU (polygons are CPU data); the result is moved to the device of `proposals`.
-// Parallel over proposals; deterministic. Registered as `mrcnn::mask_targets`.
+// Runs where `proposals` are: on the CPU parallel over proposals; on a GPU one block per proposal
+// (the polygons, host data, are copied there without blocking; nothing is read back), with the
+// same masks bit for bit (mask_raster.h). Deterministic. Registered as `mrcnn::mask_targets`.
 // Thread-safety: stateless; safe to call concurrently.
 #pragma once
 
@@ -29,7 +30,8 @@ namespace mrcnn::ops {
 // Returns float32 [K, resolution, resolution] with values in {0, 1}. K == 0 gives [0, M, M].
 // Throws (std::invalid_argument from PolygonList::check, c10::Error otherwise) on an inconsistent
 // PolygonList, a polygon with an odd number of coordinates, an index out of range or a
-// non-finite proposal. Every polygon is rasterized as a polygon, also one of 2 points (the
+// non-finite proposal; on a GPU the last two (and a vertex beyond +-1e8 in a proposal's frame)
+// set kFaultMaskTarget in the fault word instead (device_faults.h) and give that proposal 0s. Every polygon is rasterized as a polygon, also one of 2 points (the
 // reference's frPyObjects would read an instance whose first polygon has exactly 4 coordinates
 // as a box; COCO has no such instance worth copying that quirk for).
 at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,

@@ -42,6 +42,13 @@ struct PolygonList {
     if (poly_offsets[-1].item<int64_t>() != coords.numel()) fail("poly_offsets must end at coords.numel()");
     if (instance_offsets[-1].item<int64_t>() != num_polygons())
       fail("instance_offsets must end at the number of polygons");
+    // Kernels index coords and polygons through these: every offset within range.
+    if (poly_offsets[0].item<int64_t>() != 0 || instance_offsets[0].item<int64_t>() != 0)
+      fail("poly_offsets and instance_offsets must start at 0");
+    if (poly_offsets.numel() > 1 && (poly_offsets.diff() < 0).any().item<bool>())
+      fail("poly_offsets must not decrease");
+    if (instance_offsets.numel() > 1 && (instance_offsets.diff() < 0).any().item<bool>())
+      fail("instance_offsets must not decrease");
   }
 };
 

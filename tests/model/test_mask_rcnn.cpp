@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/mask_rcnn.h"
+#include "model/ops/device_faults.h"
 #include "tests/model/tiny.h"
 
 namespace mrcnn::model {
@@ -350,6 +351,20 @@ TEST_F(MaskRCNNTest, CudaTrainingStepAndInferenceMatchTheCpu) {
     if (host.masks.defined()) host.masks = host.masks.cpu();
     expect_same_detections(host, dc[i], 1e-2);
   }
+  // Ground truth on the GPU is checked there: an inverted box is reported in the fault word
+  // (read by the trainer with the step's losses), not by a read of the boxes.
+  ops::take_device_faults(gpu);
+  bg.gt_boxes[0][0][2] = -1.f;
+  dev->train();
+  train(dev, bg, 9);
+  EXPECT_NE(ops::take_device_faults(gpu) & ops::kFaultBatchTargets, 0);
+  EXPECT_THROW(train(cpu, [&] {
+                 Batch bad = b;
+                 bad.gt_boxes = b.gt_boxes.clone();
+                 bad.gt_boxes[0][0][2] = -1.f;
+                 return bad;
+               }(), 9),
+               std::invalid_argument);  // the CPU names the row
 #endif
 }
 

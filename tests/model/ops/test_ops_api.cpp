@@ -170,6 +170,13 @@ TEST_F(OpsApi, MaskTargetsAndPasteFromCpp) {
   EXPECT_LT(t[1].sum().item<float>(), 30.f);  // the square covers a quarter of the bigger box
   EXPECT_THROW(mask_targets(polys, torch::tensor({1}, at::kLong), proposals.slice(0, 0, 1), 8),
                c10::Error);
+  // Offsets the kernels index through are checked: a start past 0, decreasing instance offsets.
+  const ops::PolygonList shifted{polys.coords, torch::tensor({2, 8}, at::kLong), polys.instance_offsets};
+  EXPECT_THROW(shifted.check(), std::invalid_argument);
+  const ops::PolygonList two{torch::tensor({2.0, 2.0, 6.0, 2.0, 6.0, 6.0, 2.0, 6.0}, at::kDouble),
+                             torch::tensor({0, 4, 8}, at::kLong), torch::tensor({0, 2, 1, 2}, at::kLong)};
+  EXPECT_THROW(two.check(), std::invalid_argument);
+  EXPECT_THROW(mask_targets(two, torch::tensor({0}, at::kLong), proposals.slice(0, 0, 1), 8), std::exception);
   const at::Tensor masks = at::rand({3, 28, 28});
   const at::Tensor boxes = torch::tensor({{1.f, 2.f, 30.f, 40.f}, {-5.f, -5.f, 10.f, 10.f},
                                           {20.f, 20.f, 63.f, 47.f}});

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "model/ops/device_faults.h"
 #include "model/ops/ops.h"
@@ -29,6 +30,13 @@ TEST(DeviceFaults, DescribesEveryBitAndUnknownOnes) {
   EXPECT_NE(two.find("objectness contains NaN"), std::string::npos) << two;
   EXPECT_NE(two.find("boxes must be finite"), std::string::npos) << two;
   EXPECT_NE(describe_device_faults(1 << 30).find("unknown fault bits 1073741824"), std::string::npos);
+  for (const int32_t bit : {kFaultRoiBatchIndex, kFaultObjectnessNaN, kFaultDecodeNaN, kFaultImageSize,
+                            kFaultPasteBox, kFaultRoiLevel, kFaultRoiBox, kFaultMaskTarget,
+                            kFaultBatchTargets}) {
+    const std::string d = describe_device_faults(bit);
+    EXPECT_FALSE(d.empty()) << bit;
+    EXPECT_EQ(d.find("unknown"), std::string::npos) << d;
+  }
 }
 
 TEST(DeviceFaults, TakeReadsAndClearsAndCheckThrowsWithTheContext) {
@@ -211,6 +219,49 @@ TEST_F(OpsCuda, PasteMatchesTheCpu) {
   check_device_faults(gpu, "valid boxes");
 }
 
+// Random instances of several polygons each, proposals around, inside and beyond them: the CUDA
+// rasterizer gives the CPU's masks bit for bit, at 28 x 28 and at an odd size.
+TEST_F(OpsCuda, MaskTargetsEqualTheCpuBitForBit) {
+  std::vector<double> coords;
+  std::vector<int64_t> poly_off{0}, inst_off{0};
+  const at::Tensor r = at::rand({2000}, at::kDouble);
+  int64_t used = 0;
+  for (int inst = 0; inst < 12; ++inst) {
+    const int polys = 1 + inst % 3;
+    for (int p = 0; p < polys; ++p) {
+      const int verts = 3 + (inst * 7 + p) % 10;
+      for (int v = 0; v < verts; ++v) {
+        coords.push_back(200 * r[used++].item<double>());
+        coords.push_back(150 * r[used++].item<double>());
+      }
+      poly_off.push_back(static_cast<int64_t>(coords.size()));
+    }
+    inst_off.push_back(static_cast<int64_t>(poly_off.size()) - 1);
+  }
+  const PolygonList polys{torch::tensor(coords, at::kDouble), torch::tensor(poly_off, at::kLong),
+                          torch::tensor(inst_off, at::kLong)};
+  at::Tensor boxes = at::rand({300, 4}) * 180;
+  boxes.slice(1, 2, 4) += boxes.slice(1, 0, 2) * 0.2 + at::rand({300, 2}) * 60;
+  boxes[7] = torch::tensor({3.f, 4.f, 3.5f, 4.25f});  // thinner than one pixel: w = max(w, 1)
+  const at::Tensor matched = at::randint(0, 12, {300}, at::kLong);
+  for (const int64_t m : {28, 17}) {
+    SCOPED_TRACE(m);
+    const at::Tensor cpu = mask_targets(polys, matched, boxes, m);
+    const at::Tensor gpu_out = mask_targets(polys, matched.to(gpu), boxes.to(gpu), m);
+    ASSERT_EQ(gpu_out.device(), gpu);
+    EXPECT_TRUE(at::equal(gpu_out.cpu(), cpu)) << (gpu_out.cpu() != cpu).sum().item<int64_t>() << " pixels differ";
+    EXPECT_GT(cpu.sum().item<float>(), 0.f);
+  }
+  EXPECT_EQ(mask_targets(polys, matched.slice(0, 0, 0).to(gpu), boxes.slice(0, 0, 0).to(gpu), 28).size(0), 0);
+  // Indices given on the host; an instance without polygons and one with an empty polygon.
+  const PolygonList sparse{torch::tensor({2.0, 2.0, 6.0, 2.0, 6.0, 6.0}, at::kDouble),
+                           torch::tensor({0, 0, 6}, at::kLong), torch::tensor({0, 0, 2}, at::kLong)};
+  const at::Tensor idx = torch::tensor({0, 1, 1}, at::kLong);
+  const at::Tensor some = torch::tensor({{0.f, 0.f, 8.f, 8.f}, {0.f, 0.f, 8.f, 8.f}, {1.f, 1.f, 7.f, 5.f}});
+  EXPECT_TRUE(at::equal(mask_targets(sparse, idx, some.to(gpu), 8).cpu(), mask_targets(sparse, idx, some, 8)));
+  check_device_faults(gpu, "valid mask targets");
+}
+
 // Invalid values do not stop the device: the op finishes, the element it could not compute is 0,
 // the fault word names the problem, and the context stays usable.
 TEST_F(OpsCuda, InvalidValuesAreReportedOnTheHostAndLeaveTheDeviceUsable) {
@@ -251,6 +302,23 @@ TEST_F(OpsCuda, InvalidValuesAreReportedOnTheHostAndLeaveTheDeviceUsable) {
   const at::Tensor pasted = paste_masks_in_image(at::rand({2, 28, 28}).to(gpu), boxes, 48, 64).cpu();
   EXPECT_EQ(take_device_faults(gpu), kFaultPasteBox);
   EXPECT_EQ(pasted[1].abs().sum().item<float>(), 0.f);
+
+  const PolygonList square{torch::tensor({2.0, 2.0, 6.0, 2.0, 6.0, 6.0, 2.0, 6.0}, at::kDouble),
+                           torch::tensor({0, 8}, at::kLong), torch::tensor({0, 1}, at::kLong)};
+  const at::Tensor targets =
+      mask_targets(square, torch::tensor({0, 1, 0}, at::kLong).to(gpu),
+                   torch::tensor({{2.f, 2.f, 6.f, 6.f}, {2.f, 2.f, 6.f, 6.f}, {NAN, 2.f, 6.f, 6.f}}).to(gpu), 8)
+          .cpu();
+  EXPECT_EQ(take_device_faults(gpu), kFaultMaskTarget) << "instance 1 does not exist; a NaN proposal";
+  EXPECT_EQ(targets[0].sum().item<float>(), 64.f);
+  EXPECT_EQ(targets.slice(0, 1).abs().sum().item<float>(), 0.f);
+  const PolygonList far{torch::tensor({2.0, 2.0, 6e9, 2.0, 6.0, 6.0}, at::kDouble), torch::tensor({0, 6}, at::kLong),
+                        torch::tensor({0, 1}, at::kLong)};
+  EXPECT_EQ(mask_targets(far, torch::tensor({0}, at::kLong).to(gpu), torch::tensor({{0.f, 0.f, 8.f, 8.f}}).to(gpu), 8)
+                .abs().sum().item<float>(), 0.f);
+  EXPECT_EQ(take_device_faults(gpu), kFaultMaskTarget) << "a vertex beyond 1e8 in the proposal's frame";
+  EXPECT_THROW(mask_targets(far, torch::tensor({0}, at::kLong), torch::tensor({{0.f, 0.f, 8.f, 8.f}}), 8),
+               std::exception);  // the CPU refuses it outright
 
   // Still usable: a valid call gives the CPU's answer and no fault.
   const at::Tensor good = bad.slice(0, 0, 1);
