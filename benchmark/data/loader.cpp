@@ -23,6 +23,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<i
     throw std::invalid_argument("Loader: size_divisible must be >= 1");
   for (size_t k = 0; k < batches_.size(); ++k)
     if (batches_[k].empty()) throw std::invalid_argument("Loader: batch " + std::to_string(k) + " is empty");
+  if (!options_.device.is_cpu()) copier_ = std::make_unique<BatchCopier>(options_.device);
   workers_.reserve(static_cast<size_t>(options_.num_threads));
   for (int t = 0; t < options_.num_threads; ++t) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -78,32 +79,72 @@ void Loader::worker_loop() {
   }
 }
 
-std::optional<model::Batch> Loader::next() {
-  if (error_) std::rethrow_exception(error_);
-  if (delivered_ >= num_batches()) return std::nullopt;
+Loader::Slot Loader::take(int64_t k) {
+  if (workers_.empty()) return build(k);
   Slot s;
-  if (workers_.empty()) {
-    s = build(delivered_);
-  } else {
+  {
     std::unique_lock<std::mutex> lock(mu_);
-    auto it = ready_.find(delivered_);
+    auto it = ready_.find(k);
     if (it == ready_.end()) {
       const auto t0 = std::chrono::steady_clock::now();
-      ready_cv_.wait(lock, [&] { return ready_.count(delivered_) != 0; });
+      ready_cv_.wait(lock, [&] { return ready_.count(k) != 0; });
       wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      it = ready_.find(delivered_);
+      it = ready_.find(k);
     }
     s = std::move(it->second);
     ready_.erase(it);
-    consumed_ = delivered_ + 1;
+    consumed_ = k + 1;
   }
   work_cv_.notify_all();
-  if (s.error) {
-    error_ = s.error;
+  return s;
+}
+
+std::optional<Loader::Slot> Loader::take_if_ready(int64_t k) {
+  if (workers_.empty()) return std::nullopt;
+  std::optional<Slot> s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ready_.find(k);
+    if (it == ready_.end()) return std::nullopt;
+    s = std::move(it->second);
+    ready_.erase(it);
+    consumed_ = k + 1;
+  }
+  work_cv_.notify_all();
+  return s;
+}
+
+std::optional<model::Batch> Loader::next() {
+  if (error_) std::rethrow_exception(error_);
+  if (delivered_ >= num_batches()) return std::nullopt;
+  // The batch stays in ahead_ until it is handed over: a copy that throws loses nothing, and the
+  // next call starts it again.
+  if (!ahead_) ahead_ = take(delivered_);
+  if (ahead_->error) {
+    error_ = ahead_->error;
     std::rethrow_exception(error_);
   }
+  model::Batch out;
+  if (copier_) {
+    if (!copier_->in_flight()) copier_->start(ahead_->batch);
+    out = copier_->finish();
+  } else {
+    out = std::move(ahead_->batch);
+  }
+  ahead_.reset();
   ++delivered_;
-  return batch_to(s.batch, options_.device, /*non_blocking=*/true);
+  // On a device, the next batch's copy, if a worker has finished that batch, runs while the
+  // caller computes on this one. If starting it fails, the next call starts it and reports why.
+  if (copier_ && delivered_ < num_batches()) {
+    ahead_ = take_if_ready(delivered_);
+    if (ahead_ && !ahead_->error) {
+      try {
+        copier_->start(ahead_->batch);
+      } catch (...) {
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace mrcnn::data

@@ -16,8 +16,11 @@
 // batch and rethrown by next() on the consumer's thread when that batch is due; batches before it
 // are delivered normally, later ones are not loaded, and every later call rethrows the same error.
 //
-// Device: with a CUDA device, batches are assembled in pinned host memory and next() starts
-// non-blocking copies on the current CUDA stream (model::PolygonList stays on the host).
+// Device: with a CUDA device, batches are assembled in pinned host memory and copied on a side
+// stream (BatchCopier): next() hands over batch k, the current stream waiting for its copy, and
+// starts the copy of batch k + 1 if a worker has finished it, so that it overlaps the caller's
+// step. The metadata and polygons stay on the host (data::batch_to). That batch then counts as
+// taken: one more batch may be loading ahead than prefetch_batches says.
 //
 // Lifetime and threads: the Loader shares ownership of the dataset. next() must be called from one
 // thread at a time. The destructor stops the workers mid-epoch and joins them (each finishes at
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "benchmark/data/batch.h"
+#include "benchmark/data/batch_copier.h"
 #include "benchmark/data/dataset.h"
 #include "model/structures.h"
 
@@ -81,6 +85,8 @@ class Loader {
   };
 
   void worker_loop();
+  Slot take(int64_t k);                          // batch k, waiting for it (consumer's thread)
+  std::optional<Slot> take_if_ready(int64_t k);  // batch k if a worker has finished it
   std::string where(int64_t k) const;  // "data loader, epoch E, batch K of N: " for errors
   Slot build(int64_t k) const;
 
@@ -94,7 +100,9 @@ class Loader {
   // Consumer's thread only.
   int64_t delivered_ = 0;
   double wait_seconds_ = 0.0;
-  std::exception_ptr error_;  // sticky once a batch failed
+  std::exception_ptr error_;             // sticky once a batch failed
+  std::unique_ptr<BatchCopier> copier_;  // a non-CPU device only
+  std::optional<Slot> ahead_;            // batch delivered_, taken but not yet handed over
 
   // State below is protected by mu_.
   std::mutex mu_;

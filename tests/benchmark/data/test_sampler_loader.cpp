@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <atomic>
 #include <chrono>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "benchmark/data/batch.h"
+#include "benchmark/data/batch_copier.h"
 #include "benchmark/data/fake_data.h"
 #include "benchmark/data/loader.h"
 #include "benchmark/data/sampler.h"
@@ -308,6 +311,49 @@ TEST(Loader, CpuDeviceDeliversHostTensors) {
   ASSERT_TRUE(b.has_value());
   EXPECT_TRUE(b->images.device().is_cpu());
   EXPECT_FALSE(b->images.is_pinned());
+}
+
+TEST(BatchCopier, OneBatchInFlightHandedOverAsStarted) {
+  const auto sizes = mixed_sizes(2);
+  const model::Batch host = load_batch(MemoryDataset(sizes), std::vector<int64_t>{0, 1}, {1, 0});
+  BatchCopier copier(c10::Device(c10::kCPU));
+  EXPECT_FALSE(copier.in_flight());
+  EXPECT_THROW(copier.finish(), std::logic_error);
+  copier.start(host);
+  EXPECT_TRUE(copier.in_flight());
+  EXPECT_THROW(copier.start(host), std::logic_error);
+  const model::Batch got = copier.finish();
+  EXPECT_FALSE(copier.in_flight());
+  EXPECT_TRUE(got.images.is_same(host.images));  // on the CPU: the batch itself
+  EXPECT_EQ(got.image_ids, host.image_ids);
+}
+
+// On a GPU: the same batches as on the host, in order, with the images and boxes on the device
+// and the metadata the model reads on the host; every batch's copy overlapping or not.
+TEST(Loader, CudaDeviceDeliversTheHostBatchesWithMetadataOnTheHost) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the CUDA loader test is skipped";
+  const auto sizes = mixed_sizes(40);
+  auto ds = std::make_shared<MemoryDataset>(sizes);
+  const auto plan = BatchSampler(groups_of(sizes), {.batch_size = 2}).epoch(3, 0);
+  Loader host_loader(ds, plan, {3, 0}, {.num_threads = 0});
+  const std::vector<model::Batch> base = drain(host_loader);
+  const c10::Device gpu(c10::kCUDA, 0);
+  for (int threads : {0, 2}) {
+    Loader loader(ds, plan, {3, 0}, {.num_threads = threads, .device = gpu});
+    for (size_t k = 0; k < base.size(); ++k) {
+      const auto b = loader.next();
+      ASSERT_TRUE(b.has_value()) << k;
+      EXPECT_EQ(b->images.device(), gpu);
+      EXPECT_EQ(b->gt_boxes.device(), gpu);
+      EXPECT_TRUE(b->image_sizes.is_cpu());
+      EXPECT_TRUE(b->gt_counts.is_cpu());
+      ASSERT_TRUE(at::equal(b->images.cpu(), base[k].images)) << "threads " << threads << " batch " << k;
+      ASSERT_TRUE(at::equal(b->gt_boxes.cpu(), base[k].gt_boxes));
+      ASSERT_TRUE(at::equal(b->gt_labels.cpu(), base[k].gt_labels));
+      EXPECT_EQ(b->image_ids, base[k].image_ids);
+    }
+    EXPECT_FALSE(loader.next().has_value());
+  }
 }
 
 TEST(FakeData, DeterministicShapesAndValidTargets) {
