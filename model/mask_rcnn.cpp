@@ -8,6 +8,7 @@
 #include "model/autocast.h"
 #include "model/backbone/conv_norm.h"
 #include "model/backbone/padding_masks.h"
+#include "model/ops/host_copy.h"
 #include "model/ops/paste_masks.h"
 #include "model/targets.h"
 
@@ -111,8 +112,8 @@ std::vector<Detections> MaskRCNNImpl::inference(const Batch& batch) {
     // Ratios in float32, as torchvision's resize_boxes computes them.
     const float rh = static_cast<float>(oh) / static_cast<float>(h);
     const float rw = static_cast<float>(ow) / static_cast<float>(w);
-    const at::Tensor scale = at::tensor({rw, rh, rw, rh}, at::TensorOptions().dtype(at::kFloat))
-                                 .to(dev, raw[i].boxes.scalar_type());
+    const at::Tensor scale = ops::copy_to_device_async(
+        at::tensor({rw, rh, rw, rh}, at::TensorOptions().dtype(at::kFloat)).to(raw[i].boxes.scalar_type()), dev);
     const at::Tensor boxes = raw[i].boxes * scale;
     Detections& d = out[i];
     d.masks = ops::paste_masks_in_image_binary(raw[i].mask_probs, boxes, oh, ow, /*padding=*/1,

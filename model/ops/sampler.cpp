@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/ops/host_copy.h"
+
 namespace mrcnn::ops {
 
 BalancedPositiveNegativeSampler::BalancedPositiveNegativeSampler(int64_t batch_size_per_image,
@@ -43,8 +45,12 @@ std::pair<at::Tensor, at::Tensor> BalancedPositiveNegativeSampler::operator()(
   // randperm takes the generator's mutex itself, one draw at a time.
   const at::Tensor perm_pos = at::randperm(positive.numel(), generator, perm_opts);
   const at::Tensor perm_neg = at::randperm(negative.numel(), generator, perm_opts);
-  const at::Tensor pos_idx = positive.index_select(0, perm_pos.slice(0, 0, num_pos).to(labels.device()));
-  const at::Tensor neg_idx = negative.index_select(0, perm_neg.slice(0, 0, num_neg).to(labels.device()));
+  // A host generator's draws go to a GPU through pinned memory: a plain copy would wait for it.
+  auto to_labels = [&](const at::Tensor& perm) {
+    return perm.is_cpu() ? copy_to_device_async(perm, labels.device()) : perm.to(labels.device());
+  };
+  const at::Tensor pos_idx = positive.index_select(0, to_labels(perm_pos.slice(0, 0, num_pos)));
+  const at::Tensor neg_idx = negative.index_select(0, to_labels(perm_neg.slice(0, 0, num_neg)));
   const auto bool_opts = labels.options().dtype(at::kBool);
   at::Tensor pos_mask = at::zeros({labels.size(0)}, bool_opts);
   at::Tensor neg_mask = at::zeros({labels.size(0)}, bool_opts);
