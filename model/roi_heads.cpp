@@ -118,11 +118,15 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
                                          : at::zeros_like(matched);
     cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
     cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
-    auto [pos, neg] = sampler(cls, streams.for_image(i));
-    const at::Tensor keep = pos.logical_or(neg).nonzero().squeeze(1);
+    const auto [pos_i, neg_i] = sampler.indices(cls, streams.for_image(i));
+    // The sampled RoIs in candidate order, and where the positives (the sampler's labels >= 1,
+    // so cls_kept > 0) landed among them: the positions of the first pos_i.numel() entries of
+    // the sort, increasing since pos_i is. What nonzero() of the masks gives, without its read.
+    const auto [keep, order] = at::cat({pos_i, neg_i}).sort();
+    const at::Tensor position = at::empty_like(order).scatter_(0, order, at::arange(order.size(0), order.options()));
+    const at::Tensor pos_local = position.slice(0, 0, pos_i.size(0));
     const at::Tensor boxes = candidates.index_select(0, keep);
     const at::Tensor cls_kept = cls.index_select(0, keep);
-    const at::Tensor pos_local = (cls_kept > 0).nonzero().squeeze(1);
     const at::Tensor pos_boxes = boxes.index_select(0, pos_local);
     const at::Tensor pos_gt = gt_index.index_select(0, keep).index_select(0, pos_local);
     rois.push_back(as_rois(boxes, i));

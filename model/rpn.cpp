@@ -264,9 +264,7 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
                                      .logical_and_(all_anchors.select(1, 3) < t.height + s);
       labels.masked_fill_(visible.logical_not(), -1);
     }
-    auto [pos, neg] = sampler(labels, streams.for_image(i));
-    const at::Tensor pos_i = pos.nonzero().squeeze(1);
-    const at::Tensor neg_i = neg.nonzero().squeeze(1);
+    const auto [pos_i, neg_i] = sampler.indices(labels, streams.for_image(i));
     box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
                                        all_anchors.index_select(0, pos_i)));
     pos_index.push_back(pos_i + i * total);
@@ -294,14 +292,34 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
   const at::Tensor b_box = head->bbox_pred->bias.view({a, 4});
   const at::Tensor image = at::floor_divide(sampled, total);
   const at::Tensor anchor = sampled - image * total;
+  // Each sampled anchor's level; the sampled rows grouped by level, in sampled order within each
+  // (a stable sort: what a per-level nonzero gives), and per level how many rows there are and
+  // how many of them are positives (sampled starts with the num_pos positives, so within a level
+  // they come first): one read of 2L counts instead of two nonzero per level.
+  const int64_t num_levels = static_cast<int64_t>(features.size());
+  std::vector<int64_t> level_end;
+  for (const at::Tensor& c : features)
+    level_end.push_back((level_end.empty() ? 0 : level_end.back()) + c.size(2) * c.size(3) * a);
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor ends = ops::copy_to_device_async(at::tensor(level_end, i64), anchor.device());
+  const at::Tensor level_of = at::searchsorted(ends, anchor, /*out_int32=*/false, /*right=*/true);
+  const at::Tensor by_level = std::get<1>(level_of.sort(/*stable=*/true, 0, /*descending=*/false));
+  const at::Tensor levels = at::arange(num_levels, i64.device(anchor.device()));
+  const at::Tensor level_counts =
+      at::cat({(level_of.unsqueeze(1) == levels).sum(0), (level_of.slice(0, 0, num_pos).unsqueeze(1) == levels).sum(0)})
+          .cpu();
+  const int64_t* counts = level_counts.const_data_ptr<int64_t>();
   std::vector<at::Tensor> logits, pred_deltas, label_parts, target_parts;
-  int64_t offset = 0;
-  for (const at::Tensor& c : features) {
+  int64_t offset = 0, first = 0;
+  for (size_t l = 0; l < features.size(); ++l) {
+    const at::Tensor& c = features[l];
     const int64_t h = c.size(2), w = c.size(3), count = h * w * a;
-    const at::Tensor in_level = ((anchor >= offset) & (anchor < offset + count)).nonzero().squeeze(1);
+    const int64_t rows_here = counts[l], positives_here = counts[num_levels + static_cast<int64_t>(l)];
+    const at::Tensor in_level = by_level.slice(0, first, first + rows_here);
+    first += rows_here;
     const at::Tensor local = anchor.index_select(0, in_level) - offset;
     offset += count;
-    if (in_level.numel() == 0) continue;
+    if (rows_here == 0) continue;
     const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
     const at::Tensor y = at::floor_divide(cell, w), x = cell - y * w;
     // [S_l, C]: strided reads, no copy of the map whatever its memory format.
@@ -315,8 +333,8 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
                      b_cls.index_select(0, which).to(rows.scalar_type()));
     const at::Tensor is_pos = in_level < num_pos;
     label_parts.push_back(is_pos.to(rows.scalar_type()));
-    const at::Tensor pos_rows = is_pos.nonzero().squeeze(1);
-    if (pos_rows.numel() > 0) {
+    const at::Tensor pos_rows = at::arange(positives_here, in_level.options());  // the first rows
+    if (positives_here > 0) {
       const at::Tensor pw = which.index_select(0, pos_rows);
       pred_deltas.push_back(
           at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),

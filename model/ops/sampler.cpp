@@ -26,7 +26,7 @@ BalancedPositiveNegativeSampler::BalancedPositiveNegativeSampler(int64_t batch_s
   }
 }
 
-std::pair<at::Tensor, at::Tensor> BalancedPositiveNegativeSampler::operator()(
+std::pair<at::Tensor, at::Tensor> BalancedPositiveNegativeSampler::indices(
     const at::Tensor& labels, at::Generator& generator) const {
   TORCH_CHECK(labels.dim() == 1, "BalancedPositiveNegativeSampler: labels must be [P], got ",
               labels.sizes());
@@ -51,6 +51,14 @@ std::pair<at::Tensor, at::Tensor> BalancedPositiveNegativeSampler::operator()(
   };
   const at::Tensor pos_idx = positive.index_select(0, to_labels(perm_pos.slice(0, 0, num_pos)));
   const at::Tensor neg_idx = negative.index_select(0, to_labels(perm_neg.slice(0, 0, num_neg)));
+  // Distinct indices (a permutation's prefix of distinct positions): sorted, they are nonzero()
+  // of the masks below.
+  return {std::get<0>(pos_idx.sort()), std::get<0>(neg_idx.sort())};
+}
+
+std::pair<at::Tensor, at::Tensor> BalancedPositiveNegativeSampler::operator()(
+    const at::Tensor& labels, at::Generator& generator) const {
+  const auto [pos_idx, neg_idx] = indices(labels, generator);
   const auto bool_opts = labels.options().dtype(at::kBool);
   at::Tensor pos_mask = at::zeros({labels.size(0)}, bool_opts);
   at::Tensor neg_mask = at::zeros({labels.size(0)}, bool_opts);

@@ -35,6 +35,11 @@ class BalancedPositiveNegativeSampler {
   std::pair<at::Tensor, at::Tensor> operator()(const at::Tensor& labels,
                                                at::Generator& generator) const;
 
+  // The same draw as indices: (positive, negative) int64, each in increasing order, on the
+  // labels' device -- exactly masks.nonzero() of operator()'s masks, without the read of their
+  // count that nonzero makes on a GPU.
+  std::pair<at::Tensor, at::Tensor> indices(const at::Tensor& labels, at::Generator& generator) const;
+
   int64_t batch_size_per_image() const { return batch_size_per_image_; }
   double positive_fraction() const { return positive_fraction_; }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "model/ops/ops.h"
 
@@ -93,6 +94,25 @@ TEST_F(OpsApi, SamplerIsDeterministicForASeed) {
   auto [pos3, neg3] = sampler(labels, g1);
   EXPECT_FALSE(at::equal(pos1, pos3) && at::equal(neg1, neg3));
   EXPECT_THROW(BalancedPositiveNegativeSampler(10, 1.5), std::invalid_argument);
+}
+
+// indices() is the masks' nonzero(), drawn the same way: for scarce and plentiful positives and
+// negatives, and for none at all.
+TEST_F(OpsApi, SamplerIndicesAreTheMasksNonzero) {
+  for (const int64_t size : {0, 5, 40, 1000}) {
+    for (const int64_t batch : {8, 64, 512}) {
+      SCOPED_TRACE(std::to_string(size) + " labels, " + std::to_string(batch) + " per image");
+      const BalancedPositiveNegativeSampler sampler(batch, 0.25);
+      const at::Tensor labels = at::randint(-1, 3, {size}, at::kLong);
+      at::Generator g1 = at::make_generator<at::CPUGeneratorImpl>(9);
+      at::Generator g2 = at::make_generator<at::CPUGeneratorImpl>(9);
+      const auto [pos, neg] = sampler(labels, g1);
+      const auto [pos_i, neg_i] = sampler.indices(labels, g2);
+      EXPECT_TRUE(at::equal(pos_i, pos.nonzero().squeeze(1)));
+      EXPECT_TRUE(at::equal(neg_i, neg.nonzero().squeeze(1)));
+      EXPECT_EQ(pos_i.scalar_type(), at::kLong);
+    }
+  }
 }
 
 TEST_F(OpsApi, GenerateProposalsThroughTheStructs) {
