@@ -46,8 +46,8 @@ void assemble_targets(model::Batch& batch, const std::vector<SampleTargets>& sam
 
 // The batch with its images, gt_boxes and gt_labels on `device`; the per-image metadata
 // (image_sizes, gt_counts, original_sizes) and gt_polygons stay on the host, where the model
-// reads them (model/structures.h). With a CUDA device and pinned host tensors, `non_blocking` copies asynchronously on
-// the current stream. On the CPU it returns the batch as is.
+// reads them (model/structures.h). With a CUDA device and pinned host tensors, `non_blocking`
+// copies asynchronously on the current stream. On the CPU it returns the batch as is.
 model::Batch batch_to(const model::Batch& batch, const c10::Device& device, bool non_blocking);
 
 }  // namespace mrcnn::data

@@ -79,13 +79,14 @@ void Loader::worker_loop() {
   }
 }
 
-Loader::Slot Loader::take(int64_t k) {
-  if (workers_.empty()) return build(k);
-  Slot s;
+std::optional<Loader::Slot> Loader::take(int64_t k, bool wait) {
+  if (workers_.empty()) return wait ? std::optional<Slot>(build(k)) : std::nullopt;
+  std::optional<Slot> s;
   {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = ready_.find(k);
     if (it == ready_.end()) {
+      if (!wait) return std::nullopt;
       const auto t0 = std::chrono::steady_clock::now();
       ready_cv_.wait(lock, [&] { return ready_.count(k) != 0; });
       wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -99,27 +100,12 @@ Loader::Slot Loader::take(int64_t k) {
   return s;
 }
 
-std::optional<Loader::Slot> Loader::take_if_ready(int64_t k) {
-  if (workers_.empty()) return std::nullopt;
-  std::optional<Slot> s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = ready_.find(k);
-    if (it == ready_.end()) return std::nullopt;
-    s = std::move(it->second);
-    ready_.erase(it);
-    consumed_ = k + 1;
-  }
-  work_cv_.notify_all();
-  return s;
-}
-
 std::optional<model::Batch> Loader::next() {
   if (error_) std::rethrow_exception(error_);
   if (delivered_ >= num_batches()) return std::nullopt;
   // The batch stays in ahead_ until it is handed over: a copy that throws loses nothing, and the
   // next call starts it again.
-  if (!ahead_) ahead_ = take(delivered_);
+  if (!ahead_) ahead_ = take(delivered_, /*wait=*/true);
   if (ahead_->error) {
     error_ = ahead_->error;
     std::rethrow_exception(error_);
@@ -136,7 +122,7 @@ std::optional<model::Batch> Loader::next() {
   // On a device, the next batch's copy, if a worker has finished that batch, runs while the
   // caller computes on this one. If starting it fails, the next call starts it and reports why.
   if (copier_ && delivered_ < num_batches()) {
-    ahead_ = take_if_ready(delivered_);
+    ahead_ = take(delivered_, /*wait=*/false);
     if (ahead_ && !ahead_->error) {
       try {
         copier_->start(ahead_->batch);

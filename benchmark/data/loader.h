@@ -85,8 +85,9 @@ class Loader {
   };
 
   void worker_loop();
-  Slot take(int64_t k);                          // batch k, waiting for it (consumer's thread)
-  std::optional<Slot> take_if_ready(int64_t k);  // batch k if a worker has finished it
+  // Batch k, taken from the workers (built here without them): waiting for it, or only if it is
+  // finished already (else nullopt). Consumer's thread.
+  std::optional<Slot> take(int64_t k, bool wait);
   std::string where(int64_t k) const;  // "data loader, epoch E, batch K of N: " for errors
   Slot build(int64_t k) const;
 

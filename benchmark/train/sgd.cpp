@@ -97,8 +97,10 @@ at::Tensor clip_grad_norm(const std::vector<NamedParameter>& parameters, double 
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters)
     if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad().detach());
-  if (grads.empty())
-    return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().tensor.device()));
+  if (grads.empty()) {
+    const c10::Device device = parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().tensor.device();
+    return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
+  }
   at::NoGradGuard no_grad;
   // Per-tensor norms in the gradients' type, then the sum of their squares in float64: cumsum is
   // a sequential scan on the CPU (the order of a plain loop); its last element is the sum.

@@ -19,19 +19,6 @@
 
 namespace mrcnn::ops {
 
-namespace {
-
-void check_polygon_lengths(const PolygonList& gt_polygons) {
-  const at::Tensor poly_off = gt_polygons.poly_offsets.to(at::kCPU).contiguous();
-  const int64_t* po = poly_off.const_data_ptr<int64_t>();
-  for (int64_t p = 0; p < gt_polygons.num_polygons(); ++p) {
-    TORCH_CHECK(po[p + 1] >= po[p] && (po[p + 1] - po[p]) % 2 == 0, "mask_targets: polygon ", p,
-                " has ", po[p + 1] - po[p], " coordinates; expected an even count of x, y values");
-  }
-}
-
-}  // namespace
-
 at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                         const at::Tensor& proposals, int64_t resolution) {
   constexpr const char* kOp = "mask_targets";
@@ -48,11 +35,10 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
   const int64_t num = proposals.size(0);
   const int64_t m_size = resolution;
   if (proposals.is_cuda()) {
-    // The polygons' offsets are host data, checked here; values on the device (a fault, not a throw).
+    // The polygons' offsets are host data, checked above; values on the device (a fault, not a throw).
     TORCH_CHECK(gt_polygons.coords.is_cpu() && gt_polygons.poly_offsets.is_cpu() &&
                     gt_polygons.instance_offsets.is_cpu(),
                 kOp, ": the PolygonList must be on the host");
-    check_polygon_lengths(gt_polygons);
 #ifdef MRCNN_HAVE_CUDA
     return mask_targets_cuda(gt_polygons, matched_gt_index, proposals, resolution);
 #else
@@ -82,8 +68,6 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
       TORCH_CHECK(std::isfinite(bx[4 * k + j]), kOp, ": proposals[", k, "] is not finite");
     }
   }
-  check_polygon_lengths(gt_polygons);
-
   float* o = out.mutable_data_ptr<float>();
   at::parallel_for(0, num, 8, [&](int64_t k0, int64_t k1) {
     std::vector<double> local;

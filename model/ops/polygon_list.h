@@ -29,7 +29,8 @@ struct PolygonList {
   int64_t num_instances() const { return instance_offsets.numel() - 1; }
   int64_t num_polygons() const { return poly_offsets.numel() - 1; }
 
-  // Throws std::invalid_argument if the offsets are inconsistent.
+  // Throws std::invalid_argument if the offsets are inconsistent (out of range, decreasing) or a
+  // polygon has an odd number of coordinates.
   void check() const {
     auto fail = [](const std::string& what) { throw std::invalid_argument("PolygonList: " + what); };
     if (coords.dim() != 1 || coords.scalar_type() != at::kDouble) fail("coords must be float64 [C]");
@@ -45,8 +46,16 @@ struct PolygonList {
     // Kernels index coords and polygons through these: every offset within range.
     if (poly_offsets[0].item<int64_t>() != 0 || instance_offsets[0].item<int64_t>() != 0)
       fail("poly_offsets and instance_offsets must start at 0");
-    if (poly_offsets.numel() > 1 && (poly_offsets.diff() < 0).any().item<bool>())
-      fail("poly_offsets must not decrease");
+    if (poly_offsets.numel() > 1) {
+      const at::Tensor lengths = poly_offsets.diff();
+      if ((lengths < 0).any().item<bool>()) fail("poly_offsets must not decrease");
+      const at::Tensor odd = lengths.remainder(2).nonzero();
+      if (odd.numel() > 0) {
+        const int64_t p = odd[0][0].item<int64_t>();
+        fail("polygon " + std::to_string(p) + " has " + std::to_string(lengths[p].item<int64_t>()) +
+             " coordinates; expected an even count of x, y values");
+      }
+    }
     if (instance_offsets.numel() > 1 && (instance_offsets.diff() < 0).any().item<bool>())
       fail("instance_offsets must not decrease");
   }
