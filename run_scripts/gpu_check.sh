@@ -17,7 +17,16 @@
 #
 # usage: run_scripts/gpu_check.sh [OUT]     (default OUT: gpu-check/ in the repository)
 # Environment: MRCNN_PYTHON, MRCNN_DEBS, MRCNN_JOBS (default: cores), MRCNN_STAGE_TIMEOUT,
-#              MRCNN_CUDA_ARCHITECTURES (default: the local GPU's, from nvidia-smi).
+#              MRCNN_CUDA_ARCHITECTURES (default: the local GPU's, from nvidia-smi),
+#              MRCNN_GPU_STAGES   which stages run, comma-separated (default: all of
+#                                 configure,build,cuda_tests,all_tests,ops,steps,epoch); build
+#                                 implies configure; a run that leaves out build reuses OUT/build
+#                                 as it is. "configure" alone needs no GPU: it checks, before a
+#                                 GPU is at hand, that the carried packages and the PyTorch there
+#                                 configure the project with its CUDA kernels,
+#              MRCNN_STEP_CASES   the train-step comparisons, as BATCH:CHANNELS_LAST pairs
+#                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0"),
+#              MRCNN_EPOCH_IMAGES training images of the synthetic epoch (default 256).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,40 +38,71 @@ build="$out/build"
 summary="$out/summary.txt"
 : >"$summary"
 
+stages=",${MRCNN_GPU_STAGES:-configure,build,cuda_tests,all_tests,ops,steps,epoch},"
+[[ $stages == *",build,"* ]] && stages+="configure,"
+wants() { [[ $stages == *",$1,"* ]]; }
+configure_only=0
+[[ $stages =~ ^,(configure,)+$ ]] && configure_only=1
+export PYTHONUNBUFFERED=1
+# Line-buffered output, so that a stage cut off by its time limit leaves what it printed.
+linebuf=()
+command -v stdbuf >/dev/null && linebuf=(stdbuf -oL -eL)
+
 say() { printf '[gpu_check] %s\n' "$*" | tee -a "$summary" >&2; }
 
 # stage NAME CMD...: runs CMD with the time limit, its output in OUT/NAME.log; records the verdict.
+# Configuring takes seconds, so it gets at most 180 s. Shortly before a stage's limit, the
+# processes still running go into its log: a stage that hangs says what it waits on.
 stage() {
   local name=$1; shift
-  local start=$SECONDS rc
+  local start=$SECONDS rc stage_limit=$limit
+  [[ $name == configure ]] && ((stage_limit > 180)) && stage_limit=180
+  local log="$out/$name.log"
   printf '[gpu_check] %s ...\n' "$name" >&2
-  timeout --signal=TERM --kill-after=30 "$limit" "$@" >"$out/$name.log" 2>&1
+  : >"$log"
+  ( sleep $((stage_limit > 20 ? stage_limit - 5 : stage_limit * 3 / 4)) &&
+    { echo "[gpu_check] $name still running after $((SECONDS - start)) s; processes:"
+      ps -eo pid,ppid,etime,args --forest | awk '$1 != 2 && $2 != 2' | cut -c1-240
+    } >>"$log" 2>&1 ) &
+  local watch=$!
+  timeout --signal=TERM --kill-after=30 "$stage_limit" "${linebuf[@]}" "$@" >>"$log" 2>&1
   rc=$?
+  pkill -P "$watch" 2>/dev/null; kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
   local verdict="passed"
-  [[ $rc -eq 124 || $rc -eq 137 ]] && verdict="TIMED OUT after ${limit} s"
+  [[ $rc -eq 124 || $rc -eq 137 ]] && verdict="TIMED OUT after ${stage_limit} s"
   [[ $rc -ne 0 && $verdict == passed ]] && verdict="FAILED (exit $rc)"
   say "$(printf '%-14s %-24s %4d s   log: %s' "$name" "$verdict" $((SECONDS - start)) "$out/$name.log")"
-  [[ $rc -ne 0 ]] && tail -n 15 "$out/$name.log" >&2
+  [[ $rc -ne 0 ]] && tail -n 25 "$log" >&2
   return $rc
 }
 
 # ---- 0. what is here ---------------------------------------------------------------------------
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  say "no NVIDIA GPU here (nvidia-smi finds none): nothing to check"
-  exit 77
+  if ((!configure_only)); then
+    say "no NVIDIA GPU here (nvidia-smi finds none): nothing to check"
+    exit 77
+  fi
+  say "no NVIDIA GPU here: configuring only"
 fi
 {
-  nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader
+  command -v nvidia-smi >/dev/null &&
+    nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader
+  head -n 1 /etc/os-release 2>/dev/null
+  echo "cores $(nproc); $(cmake --version | head -n 1)"
   "$python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda,
 "arch", torch._C._cuda_getArchFlags(), "device available", torch.cuda.is_available())'
   command -v nvcc >/dev/null && nvcc --version | tail -n 2
 } 2>&1 | tee "$out/machine.txt" | sed 's/^/[gpu_check]   /' >&2
-"$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
-  { say "PyTorch at $python sees no CUDA device"; exit 1; }
+if ((!configure_only)); then
+  "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+    { say "PyTorch at $python sees no CUDA device"; exit 1; }
+fi
 
 # A stand-in for the project's .venv: CMake asks <venv>/bin/python for LibTorch.
 mkdir -p "$out/pyenv/bin"
-ln -sf "$python" "$out/pyenv/bin/python"
+# A wrapper, not a link: a link to a virtual environment's python leaves that environment behind.
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$python" >"$out/pyenv/bin/python"
+chmod +x "$out/pyenv/bin/python"
 
 # ---- 1. dependencies ---------------------------------------------------------------------------
 prefix_args=()
@@ -70,8 +110,16 @@ if [[ -n "${MRCNN_DEBS:-}" ]]; then
   prefix="$out/prefix"
   mkdir -p "$prefix"
   for deb in "$MRCNN_DEBS"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+  # Absolute links (libz.so -> /lib/.../libz.so.1.2.13) would point out of the prefix.
+  while IFS= read -r link; do
+    target="$(readlink "$link")"
+    [[ $target == /* && -e "$prefix$target" ]] && ln -sfn "$prefix$target" "$link"
+  done < <(find "$prefix" -type l)
   say "unpacked $(ls "$MRCNN_DEBS"/*.deb | wc -l) carried .deb files into $prefix"
-  export PKG_CONFIG_PATH="$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+  # pkg-config reads the carried .pc files only, and puts the prefix before the paths they name.
+  export PKG_CONFIG_LIBDIR="$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR="$prefix"
+  command -v pkg-config >/dev/null || export PATH="$prefix/usr/bin:$PATH"
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   prefix_args=("-DCMAKE_PREFIX_PATH=$prefix/usr;$prefix/usr/lib/x86_64-linux-gnu/cmake"
                "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include")
@@ -86,63 +134,83 @@ generator=(-G Ninja)
 command -v ninja >/dev/null || generator=()
 
 # ---- 2. build ----------------------------------------------------------------------------------
+# One GPU needs no MPI, and FindMPI runs a test program that can hang where MPI cannot start.
 arch_args=()
 [[ -n "${MRCNN_CUDA_ARCHITECTURES:-}" ]] && arch_args=("-DMRCNN_CUDA_ARCHITECTURES=$MRCNN_CUDA_ARCHITECTURES")
-stage configure cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DMRCNN_VENV="$out/pyenv" "${arch_args[@]}" "${prefix_args[@]}" "${optional[@]}" || exit 1
-grep -q "project CUDA kernels: ON" "$out/configure.log" ||
-  { say "the build would not compile the CUDA kernels (see configure.log)"; exit 1; }
-stage build cmake --build "$build" -j "$jobs" || exit 1
+if wants configure; then
+  stage configure cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMRCNN_VENV="$out/pyenv" "${arch_args[@]}" "${prefix_args[@]}" "${optional[@]}" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON || exit 1
+  grep -q "project CUDA kernels: ON" "$out/configure.log" ||
+    { say "the build would not compile the CUDA kernels (see configure.log)"; exit 1; }
+fi
+((configure_only)) && { say "configured: $build"; exit 0; }
+if wants build; then
+  stage build cmake --build "$build" -j "$jobs" || exit 1
+elif [[ ! -x "$build/benchmark/mlperf-maskrcnn" ]]; then
+  say "no build in $build: run with the build stage first"; exit 1
+fi
 
 # ---- 3. CUDA tests and the rest of the suite ---------------------------------------------------
 failed=0
-stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "OpsCuda|DeviceFaults|SyncCounter|Cuda|cuda" || failed=1
-grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
-stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "OpsCuda|DeviceFaults|SyncCounter|Cuda|cuda" || failed=1
+cuda_tests="OpsCuda|DeviceFaults|SyncCounter|Cuda|cuda"
+if wants cuda_tests; then
+  stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "$cuda_tests" || failed=1
+  grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
+fi
+if wants all_tests; then
+  stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "$cuda_tests" || failed=1
+fi
 
 # ---- 4. the detection ops against torchvision on the GPU ---------------------------------------
-stage ops_vs_tv "$python" "$repo/benchmark/perf/compare_ops_torchvision.py" --build-dir "$build" \
-  --device cuda --reps 7 || failed=1
-grep '^RESULT' "$out/ops_vs_tv.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+if wants ops; then
+  stage ops_vs_tv "$python" "$repo/benchmark/perf/compare_ops_torchvision.py" --build-dir "$build" \
+    --device cuda --reps 7 || failed=1
+  grep '^RESULT' "$out/ops_vs_tv.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+fi
 
 # ---- 5. the training step against torchvision's on the GPU -------------------------------------
-# ResNet-50-FPN at 800x1333, float16 autocast, batch 2/4/8, channels-last on and off: images/s,
-# host syncs per step and peak GPU memory of both sides (RESULT lines in the summary).
-if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
-  for batch in 2 4 8; do
-    for cl in 1 0; do
+# ResNet-50-FPN at 800x1333, float16 autocast, per case a batch size and channels-last on or off:
+# images/s, host syncs per step and peak GPU memory of both sides (RESULT lines in the summary).
+if wants steps; then
+  if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
+    for case in ${MRCNN_STEP_CASES:-2:1 2:0 4:1 4:0 8:1 8:0}; do
+      batch=${case%%:*} cl=${case##*:}
       stage "step_b${batch}_cl${cl}" "$python" "$repo/benchmark/perf/compare_model_train_step.py" \
         --build "$build" --config full --device cuda --precision fp16 --batch "$batch" \
         --channels-last "$cl" --reps 2 --steps 10 --warmup 3 --threads 8 \
         --json "$out/step_b${batch}_cl${cl}.json" || failed=1
       grep '^RESULT' "$out/step_b${batch}_cl${cl}.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
     done
-  done
-else
-  say "bench_model_train_step not built (Google Benchmark missing): no train-step comparison"
+  else
+    say "bench_model_train_step not built (Google Benchmark missing): no train-step comparison"
+  fi
 fi
 
 # ---- 6. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
-exe="$build/benchmark/mlperf-maskrcnn"
-data="$out/synthetic-1333x800"
-if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
-  stage synth "$exe" synth --out "$data" --train 256 --val 64 --size 1333x800 --quiet || failed=1
-fi
-# The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
-# closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing.
-hyper='{"8": {"base_lr": 0.01, "warmup_steps": 10, "warmup_factor": 0.001, "decay_steps": [1000, 2000], "num_image_candidates": 1000}}'
-stage train_epoch "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
-  --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set "run.data_dir=\"$data\"" \
-  --set 'submission.division="open"' --set 'system.division="open"' \
-  --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
-  --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
-  --out "$out/runs" --no-progress || failed=1
-log="$(ls -t "$out"/runs/*/mlperf_log.txt 2>/dev/null | head -n 1)"
-if [[ -n "$log" ]]; then
-  stage log_check "$exe" check "$log" || failed=1
-else
-  say "no MLPerf log from the epoch run"
-  failed=1
+if wants epoch; then
+  exe="$build/benchmark/mlperf-maskrcnn"
+  images="${MRCNN_EPOCH_IMAGES:-256}"
+  data="$out/synthetic-1333x800-$images"
+  if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
+    stage synth "$exe" synth --out "$data" --train "$images" --val 64 --size 1333x800 --quiet || failed=1
+  fi
+  # The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
+  # closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing.
+  hyper='{"8": {"base_lr": 0.01, "warmup_steps": 10, "warmup_factor": 0.001, "decay_steps": [1000, 2000], "num_image_candidates": 1000}}'
+  stage train_epoch "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
+    --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set "run.data_dir=\"$data\"" \
+    --set 'submission.division="open"' --set 'system.division="open"' \
+    --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
+    --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
+    --out "$out/runs" --no-progress || failed=1
+  log="$(ls -t "$out"/runs/*/mlperf_log.txt 2>/dev/null | head -n 1)"
+  if [[ -n "$log" ]]; then
+    stage log_check "$exe" check "$log" || failed=1
+  else
+    say "no MLPerf log from the epoch run"
+    failed=1
+  fi
 fi
 
 say "done: $([[ $failed -eq 0 ]] && echo 'every stage passed' || echo 'some stages FAILED'); summary in $summary"

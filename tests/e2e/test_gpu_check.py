@@ -1,0 +1,80 @@
+"""run_scripts/gpu_check.sh, the GPU check, as far as a machine without a GPU can take it.
+
+1. Without a GPU, the full check says so and exits 77 (nothing to check); on a machine with one,
+   this part is skipped.
+2. MRCNN_GPU_STAGES=configure needs no GPU: with this environment's PyTorch it configures the
+   project from a stand-in virtual environment. The stand-in must import the same torch (a link
+   to a virtual environment's python would not: it leaves the environment behind), CMake must
+   take LibTorch from it, and with nvcc present the CUDA kernels must be on.
+3. A stage that hangs is stopped at its limit, reported as timed out, and its log names the
+   process it was waiting on.
+"""
+import os
+import pathlib
+import shutil
+import stat
+
+import mrcnn_testenv as env
+
+SCRIPT = env.SOURCE_DIR / "run_scripts" / "gpu_check.sh"
+
+
+def check(out, timeout=300, **extra):
+    e = dict(os.environ, MRCNN_JOBS="2", **extra)
+    return env.run(["bash", SCRIPT, out], env=e, timeout=timeout)
+
+
+def main():
+    with env.scratch_dir("gpu-check") as tmp:
+        tmp = pathlib.Path(tmp)
+
+        # 1. No GPU: nothing to check, said so.
+        has_gpu = shutil.which("nvidia-smi") and env.run(["nvidia-smi", "-L"]).returncode == 0
+        if not has_gpu:
+            p = check(tmp / "full", MRCNN_PYTHON=env.PYTHON)
+            assert p.returncode == 77, (p.returncode, p.stderr)
+            assert "no NVIDIA GPU here" in p.stderr, p.stderr
+            print("no GPU: exit 77 with the reason")
+
+        # 2. Configure only, from a stand-in environment around this python.
+        out = tmp / "configure"
+        p = check(out, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure")
+        nvcc = shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")
+        torch_prefix = env.run([env.PYTHON, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
+        assert torch_prefix.returncode == 0, torch_prefix.stderr
+        if nvcc:
+            assert p.returncode == 0, p.stderr[-3000:]
+            assert "configured:" in p.stderr, p.stderr
+            assert "project CUDA kernels: ON" in (out / "configure.log").read_text()
+        else:
+            assert p.returncode == 1 and "would not compile the CUDA kernels" in p.stderr, p.stderr
+        stand_in = out / "pyenv" / "bin" / "python"
+        same = env.run([stand_in, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
+        assert same.returncode == 0, f"the stand-in python cannot import torch: {same.stderr}"
+        assert same.stdout == torch_prefix.stdout, (same.stdout, torch_prefix.stdout)
+        cache = (out / "build" / "CMakeCache.txt").read_text()
+        torch_dir = next(l.split("=", 1)[1] for l in cache.splitlines() if l.startswith("Torch_DIR:"))
+        want = pathlib.Path(torch_prefix.stdout.strip()) / "Torch"
+        assert pathlib.Path(torch_dir).resolve() == want.resolve(), (torch_dir, want)
+        print(f"configure only: exit {p.returncode}, LibTorch from {torch_dir}")
+
+        # 3. A hanging stage: the python CMake asks for LibTorch never answers in time.
+        slow = tmp / "slow-python"
+        slow.write_text("#!/bin/sh\n"
+                        'case "$*" in *cmake_prefix_path*) sleep 40 </dev/null >/dev/null 2>&1;; esac\n'
+                        f'exec "{env.PYTHON}" "$@"\n')
+        slow.chmod(slow.stat().st_mode | stat.S_IXUSR)
+        out = tmp / "hang"
+        p = check(out, timeout=120, MRCNN_PYTHON=str(slow), MRCNN_GPU_STAGES="configure",
+                  MRCNN_STAGE_TIMEOUT="16")
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        summary = (out / "summary.txt").read_text()
+        assert "configure      TIMED OUT after 16 s" in summary, summary
+        log = (out / "configure.log").read_text()
+        assert "configure still running after" in log, log[-2000:]
+        assert "sleep 40" in log, log[-2000:]
+        print("a hanging configure: timed out at 16 s, its log shows the process it waited on")
+
+
+if __name__ == "__main__":
+    main()
