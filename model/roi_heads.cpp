@@ -102,23 +102,42 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
   const ops::BalancedPositiveNegativeSampler sampler(box_options_.batch_size_per_image,
                                                      box_options_.positive_fraction);
   const ops::BoxCoder coder(box_options_.box_coder_weights);
-  const at::Tensor counts = proposals.counts.cpu();
+  // The proposals stay padded (rows past an image's count are zero boxes): the padding rows are
+  // labelled -1, so the sampler never draws them, instead of being sliced off by counts read
+  // from the device. A proposal's match depends on its own IoUs only, and the sampled rows keep
+  // their order (proposals before ground truth), so the draw and the RoIs are those of the
+  // sliced candidates.
+  const int64_t slots = proposals.boxes.size(1);
+  const at::Tensor padding =
+      at::arange(slots, proposals.counts.options()).unsqueeze(0) >= proposals.counts.unsqueeze(1);
+
+  std::vector<at::Tensor> all_candidates, gt_indices, all_cls;
+  std::vector<at::Generator*> generators;
+  for (int64_t i = 0; i < n; ++i) {
+    const ImageTargets& t = targets[static_cast<size_t>(i)];
+    // Ground-truth boxes join the proposals, so every object has positive RoIs.
+    const at::Tensor& candidates = all_candidates.emplace_back(
+        at::cat({proposals.boxes[i], t.boxes.to(proposals.boxes.scalar_type())}));
+    const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
+    const at::Tensor& gt_index = gt_indices.emplace_back(matched.clamp_min(0));
+    at::Tensor& cls = all_cls.emplace_back(t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
+                                                               : at::zeros_like(matched));
+    cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
+    cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
+    cls.slice(0, 0, slots).masked_fill_(padding[i], -1);
+    generators.push_back(&streams.for_image(i));
+  }
+  // Every image's draw after every image's labels: one read of their counts for the batch.
+  const auto draws = sampler.indices(all_cls, generators);
 
   std::vector<at::Tensor> rois, labels, pos_rows, pos_labels, box_targets, mask_targets;
   int64_t offset = 0;
   for (int64_t i = 0; i < n; ++i) {
     const ImageTargets& t = targets[static_cast<size_t>(i)];
-    // Ground-truth boxes join the proposals, so every object has positive RoIs.
-    const at::Tensor candidates = at::cat(
-        {proposals.boxes[i].slice(0, 0, counts[i].item<int64_t>()),
-         t.boxes.to(proposals.boxes.scalar_type())});
-    const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
-    const at::Tensor gt_index = matched.clamp_min(0);
-    at::Tensor cls = t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
-                                         : at::zeros_like(matched);
-    cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
-    cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
-    const auto [pos_i, neg_i] = sampler.indices(cls, streams.for_image(i));
+    const at::Tensor& candidates = all_candidates[static_cast<size_t>(i)];
+    const at::Tensor& gt_index = gt_indices[static_cast<size_t>(i)];
+    const at::Tensor& cls = all_cls[static_cast<size_t>(i)];
+    const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
     // The sampled RoIs in candidate order, and where the positives (the sampler's labels >= 1,
     // so cls_kept > 0) landed among them: the positions of the first pos_i.numel() entries of
     // the sort, increasing since pos_i is. What nonzero() of the masks gives, without its read.

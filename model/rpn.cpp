@@ -250,21 +250,30 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
   const ops::BalancedPositiveNegativeSampler sampler(options_.batch_size_per_image,
                                                      options_.positive_fraction);
   const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
-  std::vector<at::Tensor> pos_index, neg_index, box_targets;
+  std::vector<at::Tensor> matches, labels;
+  std::vector<at::Generator*> generators;
   for (int64_t i = 0; i < n; ++i) {
     const ImageTargets& t = targets[static_cast<size_t>(i)];
-    const at::Tensor matched = matcher(ops::box_iou(t.boxes, all_anchors));
-    at::Tensor labels = (matched >= 0).to(at::kLong);
-    labels.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
+    const at::Tensor& matched = matches.emplace_back(matcher(ops::box_iou(t.boxes, all_anchors)));
+    at::Tensor& l = labels.emplace_back((matched >= 0).to(at::kLong));
+    l.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
     if (options_.straddle_threshold >= 0) {
       const double s = options_.straddle_threshold;
       const at::Tensor visible = (all_anchors.select(1, 0) >= -s)
                                      .logical_and_(all_anchors.select(1, 1) >= -s)
                                      .logical_and_(all_anchors.select(1, 2) < t.width + s)
                                      .logical_and_(all_anchors.select(1, 3) < t.height + s);
-      labels.masked_fill_(visible.logical_not(), -1);
+      l.masked_fill_(visible.logical_not(), -1);
     }
-    const auto [pos_i, neg_i] = sampler.indices(labels, streams.for_image(i));
+    generators.push_back(&streams.for_image(i));
+  }
+  // Every image's draw after every image's labels: one read of their counts for the batch.
+  const auto draws = sampler.indices(labels, generators);
+  std::vector<at::Tensor> pos_index, neg_index, box_targets;
+  for (int64_t i = 0; i < n; ++i) {
+    const ImageTargets& t = targets[static_cast<size_t>(i)];
+    const at::Tensor& matched = matches[static_cast<size_t>(i)];
+    const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
     box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
                                        all_anchors.index_select(0, pos_i)));
     pos_index.push_back(pos_i + i * total);

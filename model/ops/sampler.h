@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace mrcnn::ops {
 
@@ -39,6 +40,14 @@ class BalancedPositiveNegativeSampler {
   // labels' device -- exactly masks.nonzero() of operator()'s masks, without the read of their
   // count that nonzero makes on a GPU.
   std::pair<at::Tensor, at::Tensor> indices(const at::Tensor& labels, at::Generator& generator) const;
+
+  // The draws of a batch of images, image after image, each on its generator (one generator may
+  // serve several images: it then draws for them in image order). result[i] equals
+  // indices(labels[i], *generators[i]) for each i in turn. The host draw needs each image's
+  // positive and negative counts: on a GPU they are read in one copy for the whole batch, where
+  // a nonzero per set would read the device twice per image.
+  std::vector<std::pair<at::Tensor, at::Tensor>> indices(
+      const std::vector<at::Tensor>& labels, const std::vector<at::Generator*>& generators) const;
 
   int64_t batch_size_per_image() const { return batch_size_per_image_; }
   double positive_fraction() const { return positive_fraction_; }

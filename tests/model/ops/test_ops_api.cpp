@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/ops/ops.h"
 
@@ -113,6 +116,56 @@ TEST_F(OpsApi, SamplerIndicesAreTheMasksNonzero) {
       EXPECT_EQ(pos_i.scalar_type(), at::kLong);
     }
   }
+}
+
+// The batch draw (one read of every image's counts) is the documented draw, image after image:
+// where() for the candidates, then randperm of the positives and of the negatives on the image's
+// generator. Per-image generators and one generator shared by the batch (drawn in image order);
+// images with no labels, no positives, no negatives, and more of either than the batch takes.
+TEST_F(OpsApi, SamplerBatchDrawIsEachImagesDrawInImageOrder) {
+  const BalancedPositiveNegativeSampler sampler(64, 0.25);
+  auto reference = [&](const at::Tensor& labels, at::Generator& g) {
+    const at::Tensor positive = at::where(labels.ge(1))[0], negative = at::where(labels.eq(0))[0];
+    const int64_t num_pos = std::min<int64_t>(positive.numel(), 16);
+    const int64_t num_neg = std::min<int64_t>(negative.numel(), 64 - num_pos);
+    const at::Tensor perm_pos = at::randperm(positive.numel(), g, at::kLong);
+    const at::Tensor perm_neg = at::randperm(negative.numel(), g, at::kLong);
+    return std::make_pair(std::get<0>(positive.index_select(0, perm_pos.slice(0, 0, num_pos)).sort()),
+                          std::get<0>(negative.index_select(0, perm_neg.slice(0, 0, num_neg)).sort()));
+  };
+  at::manual_seed(17);
+  std::vector<at::Tensor> labels = {
+      at::randint(-1, 3, {2000}, at::kLong),    // plenty of both
+      at::empty({0}, at::kLong),                // nothing to draw
+      at::full({30}, 2, at::kLong),             // positives only, fewer than 16 + 48
+      at::randint(-1, 1, {500}, at::kLong),     // no positives
+      at::cat({at::ones({10}, at::kLong), at::zeros({30}, at::kLong)}).roll(7),  // fewer than taken
+  };
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "one generator for the batch" : "a generator per image");
+    std::vector<at::Generator> mine, theirs;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      mine.push_back(at::make_generator<at::CPUGeneratorImpl>(shared ? 5 : 100 + i));
+      theirs.push_back(at::make_generator<at::CPUGeneratorImpl>(shared ? 5 : 100 + i));
+    }
+    std::vector<at::Generator*> generators;
+    for (size_t i = 0; i < labels.size(); ++i) generators.push_back(&mine[shared ? 0 : i]);
+    const auto draws = sampler.indices(labels, generators);
+    ASSERT_EQ(draws.size(), labels.size());
+    std::vector<int64_t> drawn;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      SCOPED_TRACE("image " + std::to_string(i));
+      const auto [pos, neg] = reference(labels[i], theirs[shared ? 0 : i]);
+      EXPECT_TRUE(at::equal(draws[i].first, pos));
+      EXPECT_TRUE(at::equal(draws[i].second, neg));
+      drawn.push_back(draws[i].first.numel() + draws[i].second.numel());
+    }
+    // Full batches where labels are plenty; the 16 positives' cap; all 40 of a short set.
+    EXPECT_EQ(drawn, (std::vector<int64_t>{64, 0, 16, 64, 40}));
+  }
+  EXPECT_TRUE(sampler.indices(std::vector<at::Tensor>{}, std::vector<at::Generator*>{}).empty());
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(1);
+  EXPECT_THROW(sampler.indices(labels, std::vector<at::Generator*>{&g}), c10::Error);
 }
 
 TEST_F(OpsApi, GenerateProposalsThroughTheStructs) {
