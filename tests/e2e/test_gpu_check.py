@@ -8,6 +8,9 @@
    take LibTorch from it, and with nvcc present the CUDA kernels must be on.
 3. A stage that hangs is stopped at its limit, reported as timed out, and its log names the
    process it was waiting on.
+4. The rehearsal (MRCNN_GPU_REHEARSAL=1) runs the epoch stage on the CPU with this build: the
+   synthetic set, one epoch of the p3.16xlarge system's settings as the check gives them (its
+   expected exit 3, targets not reached, counts as passed) and the checker on its log.
 """
 import os
 import pathlib
@@ -74,6 +77,21 @@ def main():
         assert "configure still running after" in log, log[-2000:]
         assert "sleep 40" in log, log[-2000:]
         print("a hanging configure: timed out at 16 s, its log shows the process it waited on")
+
+        # 4. The epoch stage's command, rehearsed on the CPU with tiny images.
+        out = tmp / "rehearsal"
+        p = check(out, timeout=900, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
+                  MRCNN_GPU_STAGES="epoch", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR),
+                  MRCNN_EPOCH_IMAGES="16", MRCNN_EPOCH_SIZE="160x128")
+        assert p.returncode == 0, p.stderr[-3000:]
+        summary = (out / "summary.txt").read_text()
+        for name in ("synth", "train_epoch", "log_check"):
+            assert any(l.startswith(f"[gpu_check] {name} ") and " passed " in l for l in summary.splitlines()), summary
+        assert "targets not reached in one epoch (exit 3), as expected" in (out / "train_epoch.log").read_text()
+        records = env.mllog_records(out / "runs" / "latest" / "mlperf_log.txt")
+        assert sum(r["key"] == "eval_accuracy" for r in records) == 1
+        assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
+        print("rehearsal: one epoch of the check's settings on the CPU, its log passes the checker")
 
 
 if __name__ == "__main__":
