@@ -104,9 +104,9 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
   const ops::BoxCoder coder(box_options_.box_coder_weights);
   // The proposals stay padded (rows past an image's count are zero boxes): the padding rows are
   // labelled -1, so the sampler never draws them, instead of being sliced off by counts read
-  // from the device. A proposal's match depends on its own IoUs only, and the sampled rows keep
-  // their order (proposals before ground truth), so the draw and the RoIs are those of the
-  // sliced candidates.
+  // from the device. A proposal's match depends on its own IoUs only (this matcher allows no
+  // low-quality matches, which would compare columns), and the sampled rows keep their order
+  // (proposals before ground truth), so the draw and the RoIs are those of the sliced candidates.
   const int64_t slots = proposals.boxes.size(1);
   const at::Tensor padding =
       at::arange(slots, proposals.counts.options()).unsqueeze(0) >= proposals.counts.unsqueeze(1);

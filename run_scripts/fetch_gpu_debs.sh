@@ -2,7 +2,9 @@
 # Downloads (does not install) the Debian packages the C++ build needs and that a GPU machine
 # without internet may lack, for run_scripts/gpu_check.sh to unpack there (MRCNN_DEBS=DIR):
 # nlohmann/json, spdlog + fmt, GoogleTest/GoogleMock, Google Benchmark, libjpeg-turbo, libpng,
-# zlib, and pkg-config itself, with the runtime libraries they link. About 4 MB.
+# zlib, and pkg-config itself, with the runtime libraries they link. About 4 MB. Run it on Debian 12
+# (bookworm), the project's platform: the names are bookworm's, and the libraries need glibc 2.36
+# or newer on the GPU machine (Ubuntu 24.04 has 2.39).
 # File names are reduced to letters, digits, '.', '_' and '-' so that any copy tool keeps them.
 #
 # usage: run_scripts/fetch_gpu_debs.sh [DIR]     (default DIR: .debs/ in the repository, which
@@ -23,8 +25,6 @@ packages=(
 )
 mkdir -p "$dir"
 cd "$dir"
-# apt-get download writes into the current folder as the _apt user where it can: let it.
-chmod a+rwx . 2>/dev/null || true
 apt-get download "${packages[@]}"
 for f in *.deb; do
   plain="$(printf '%s' "$f" | sed 's/%3a/_/g; s/[^A-Za-z0-9._-]/_/g')"

@@ -37,18 +37,35 @@ set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "${1:-$repo/gpu-check}" && cd "${1:-$repo/gpu-check}" && pwd)"
-python="${MRCNN_PYTHON:-$(command -v python3)}"
+python="${MRCNN_PYTHON:-python3}"
+case $python in   # an absolute path, links kept (a virtual environment's python is one)
+  /*) ;;
+  */*) python="$PWD/$python" ;;
+  *) python="$(command -v "$python")" || { echo "gpu_check: no $python on PATH" >&2; exit 1; } ;;
+esac
 jobs="${MRCNN_JOBS:-$(nproc)}"
 limit="${MRCNN_STAGE_TIMEOUT:-600}"
 build="${MRCNN_GPU_CHECK_BUILD:-$out/build}"
 summary="$out/summary.txt"
 : >"$summary"
 
-stages=",${MRCNN_GPU_STAGES:-configure,build,cuda_tests,all_tests,ops,steps,epoch},"
+all_stages="configure,build,cuda_tests,all_tests,ops,steps,epoch"
+stages=","
+IFS=', ' read -r -a _asked <<<"${MRCNN_GPU_STAGES:-$all_stages}"
+for _s in "${_asked[@]}"; do
+  [[ -z $_s ]] && continue
+  [[ ",$all_stages," == *",$_s,"* ]] ||
+    { echo "gpu_check: unknown stage '$_s' in MRCNN_GPU_STAGES (stages: $all_stages)" >&2; exit 2; }
+  stages+="$_s,"
+done
 [[ $stages == *",build,"* ]] && stages+="configure,"
 wants() { [[ $stages == *",$1,"* ]]; }
 configure_only=0
 [[ $stages =~ ^,(configure,)+$ ]] && configure_only=1
+for _c in ${MRCNN_STEP_CASES:-}; do
+  [[ $_c =~ ^[0-9]+:[01]$ ]] ||
+    { echo "gpu_check: MRCNN_STEP_CASES entries are BATCH:CHANNELS_LAST (e.g. 8:1), got '$_c'" >&2; exit 2; }
+done
 rehearsal=0
 if [[ ${MRCNN_GPU_REHEARSAL:-0} == 1 ]]; then
   rehearsal=1
@@ -59,6 +76,18 @@ export PYTHONUNBUFFERED=1
 # Line-buffered output, so that a stage cut off by its time limit leaves what it printed.
 linebuf=()
 command -v stdbuf >/dev/null && linebuf=(stdbuf -oL -eL)
+
+ran=0
+watch=""
+# The watchdog of the stage in progress, and its sleep, end with the stage or the script.
+stop_watch() {
+  [[ -n $watch ]] || return 0
+  pkill -P "$watch" 2>/dev/null; kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
+  watch=""
+}
+trap stop_watch EXIT
+trap 'stop_watch; exit 130' INT
+trap 'stop_watch; exit 143' TERM
 
 say() { printf '[gpu_check] %s\n' "$*" | tee -a "$summary" >&2; }
 
@@ -72,14 +101,17 @@ stage() {
   local log="$out/$name.log"
   printf '[gpu_check] %s ...\n' "$name" >&2
   : >"$log"
-  ( sleep $((stage_limit > 20 ? stage_limit - 5 : stage_limit * 3 / 4)) &&
+  # The watchdog holds none of the script's output open, so nothing waits on it.
+  ( exec >/dev/null 2>&1
+    sleep $((stage_limit > 20 ? stage_limit - 5 : stage_limit * 3 / 4)) &&
     { echo "[gpu_check] $name still running after $((SECONDS - start)) s; processes:"
       ps -eo pid,ppid,etime,args --forest | awk '$1 != 2 && $2 != 2' | cut -c1-240
-    } >>"$log" 2>&1 ) 2>/dev/null &
-  local watch=$!
+    } >>"$log" 2>&1 ) &
+  watch=$!
   timeout --signal=TERM --kill-after=30 "$stage_limit" "${linebuf[@]}" "$@" >>"$log" 2>&1
   rc=$?
-  pkill -P "$watch" 2>/dev/null; kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
+  stop_watch
+  ran=$((ran + 1))
   local verdict="passed"
   [[ $rc -eq 124 || $rc -eq 137 ]] && verdict="TIMED OUT after ${stage_limit} s"
   [[ $rc -ne 0 && $verdict == passed ]] && verdict="FAILED (exit $rc)"
@@ -114,7 +146,9 @@ fi
 # A stand-in for the project's .venv: CMake asks <venv>/bin/python for LibTorch.
 mkdir -p "$out/pyenv/bin"
 # A wrapper, not a link: a link to a virtual environment's python leaves that environment behind.
-printf '#!/bin/sh\nexec "%s" "$@"\n' "$python" >"$out/pyenv/bin/python"
+# (An earlier version's link is removed first: writing through it would replace that python.)
+rm -f "$out/pyenv/bin/python"
+printf '#!/bin/sh\nexec %q "$@"\n' "$python" >"$out/pyenv/bin/python"
 chmod +x "$out/pyenv/bin/python"
 
 # ---- 1. dependencies ---------------------------------------------------------------------------
@@ -212,22 +246,25 @@ if wants epoch; then
   fi
   # The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
   # closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing,
-  # a head for the synthetic set's 4 classes. One epoch from scratch does not reach the targets:
-  # train's exit 3 (targets not reached) is the expected end.
+  # a head for the synthetic set's 4 classes, one process (no NCCL communicator: the build leaves
+  # MPI out). One epoch from scratch does not reach the targets: train's exit 3 (targets not
+  # reached) is the expected end.
   hyper='{"8": {"base_lr": 0.01, "warmup_steps": 10, "warmup_factor": 0.001, "decay_steps": [1000, 2000], "num_image_candidates": 1000}}'
   on_cpu=()
   ((rehearsal)) && on_cpu=(--set 'run.device="cpu"' --set 'run.precision="fp32"'
-                           --set 'launch.communicator="local"' --set "launch.threads_per_rank=$jobs")
+                           --set "launch.threads_per_rank=$jobs")
+  rm -rf "$out/runs"
   stage train_epoch bash -c '"$@"; rc=$?
     [[ $rc -eq 3 ]] && { echo "[gpu_check] targets not reached in one epoch (exit 3), as expected"; exit 0; }
     exit $rc' train "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
-    --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set "run.data_dir=\"$data\"" \
+    --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set 'launch.communicator="local"' \
+    --set "run.data_dir=\"$data\"" \
     --set 'submission.division="open"' --set 'system.division="open"' \
     --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
     --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
     --set 'model.num_classes=5' "${on_cpu[@]}" --out "$out/runs" --no-progress || failed=1
-  log="$(ls -t "$out"/runs/*/mlperf_log.txt 2>/dev/null | head -n 1)"
-  if [[ -n "$log" ]]; then
+  log="$out/runs/latest/mlperf_log.txt"
+  if [[ -f "$log" ]]; then
     stage log_check "$exe" check "$log" || failed=1
   else
     say "no MLPerf log from the epoch run"
@@ -235,5 +272,6 @@ if wants epoch; then
   fi
 fi
 
+((ran > 0)) || { say "no stage ran (MRCNN_GPU_STAGES=${MRCNN_GPU_STAGES:-})"; exit 2; }
 say "done: $([[ $failed -eq 0 ]] && echo 'every stage passed' || echo 'some stages FAILED'); summary in $summary"
 exit $failed

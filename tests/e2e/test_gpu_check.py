@@ -7,7 +7,7 @@
    to a virtual environment's python would not: it leaves the environment behind), CMake must
    take LibTorch from it, and with nvcc present the CUDA kernels must be on.
 3. A stage that hangs is stopped at its limit, reported as timed out, and its log names the
-   process it was waiting on.
+   process it was waiting on; unknown stage names are refused.
 4. The rehearsal (MRCNN_GPU_REHEARSAL=1) runs the epoch stage on the CPU with this build: the
    synthetic set, one epoch of the p3.16xlarge system's settings as the check gives them (its
    expected exit 3, targets not reached, counts as passed) and the checker on its log.
@@ -64,19 +64,21 @@ def main():
         # 3. A hanging stage: the python CMake asks for LibTorch never answers in time.
         slow = tmp / "slow-python"
         slow.write_text("#!/bin/sh\n"
-                        'case "$*" in *cmake_prefix_path*) sleep 40 </dev/null >/dev/null 2>&1;; esac\n'
+                        'case "$*" in *cmake_prefix_path*) sleep 90 </dev/null >/dev/null 2>&1;; esac\n'
                         f'exec "{env.PYTHON}" "$@"\n')
         slow.chmod(slow.stat().st_mode | stat.S_IXUSR)
         out = tmp / "hang"
-        p = check(out, timeout=120, MRCNN_PYTHON=str(slow), MRCNN_GPU_STAGES="configure",
-                  MRCNN_STAGE_TIMEOUT="16")
+        p = check(out, timeout=200, MRCNN_PYTHON=str(slow), MRCNN_GPU_STAGES="configure",
+                  MRCNN_STAGE_TIMEOUT="40")
         assert p.returncode == 1, (p.returncode, p.stderr)
         summary = (out / "summary.txt").read_text()
-        assert "configure      TIMED OUT after 16 s" in summary, summary
+        assert "configure      TIMED OUT after 40 s" in summary, summary
         log = (out / "configure.log").read_text()
         assert "configure still running after" in log, log[-2000:]
-        assert "sleep 40" in log, log[-2000:]
-        print("a hanging configure: timed out at 16 s, its log shows the process it waited on")
+        assert "sleep 90" in log, log[-2000:]
+        print("a hanging configure: timed out at 40 s, its log shows the process it waited on")
+        p = check(tmp / "typo", MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure,bulid")
+        assert p.returncode == 2 and "unknown stage 'bulid'" in p.stderr, (p.returncode, p.stderr)
 
         # 4. The epoch stage's command, rehearsed on the CPU with tiny images.
         out = tmp / "rehearsal"

@@ -327,5 +327,35 @@ TEST_F(OpsCuda, InvalidValuesAreReportedOnTheHostAndLeaveTheDeviceUsable) {
   EXPECT_EQ(take_device_faults(gpu), 0);
 }
 
+// The batch draw on GPU labels (nonzero_static of the counts read once, host randperm) selects
+// what it selects on the CPU from the same generators' states.
+TEST_F(OpsCuda, SamplerBatchDrawEqualsTheCpu) {
+  const BalancedPositiveNegativeSampler sampler(256, 0.5);
+  std::vector<at::Tensor> cpu_labels = {at::randint(-1, 3, {5000}, at::kLong), at::empty({0}, at::kLong),
+                                        at::randint(-1, 1, {300}, at::kLong), at::ones({20}, at::kLong)};
+  std::vector<at::Tensor> gpu_labels;
+  for (const at::Tensor& l : cpu_labels) gpu_labels.push_back(l.to(gpu));
+  std::vector<at::Generator> gc, gg;
+  std::vector<at::Generator*> pc, pg;
+  for (size_t i = 0; i < cpu_labels.size(); ++i) {
+    gc.push_back(at::make_generator<at::CPUGeneratorImpl>(40 + i));
+    gg.push_back(at::make_generator<at::CPUGeneratorImpl>(40 + i));
+  }
+  for (size_t i = 0; i < cpu_labels.size(); ++i) {
+    pc.push_back(&gc[i]);
+    pg.push_back(&gg[i]);
+  }
+  const auto on_cpu = sampler.indices(cpu_labels, pc);
+  const auto on_gpu = sampler.indices(gpu_labels, pg);
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  for (size_t i = 0; i < on_cpu.size(); ++i) {
+    SCOPED_TRACE("image " + std::to_string(i));
+    EXPECT_TRUE(on_gpu[i].first.is_cuda());
+    EXPECT_TRUE(at::equal(on_gpu[i].first.cpu(), on_cpu[i].first));
+    EXPECT_TRUE(at::equal(on_gpu[i].second.cpu(), on_cpu[i].second));
+  }
+  EXPECT_EQ(on_cpu[0].first.numel() + on_cpu[0].second.numel(), 256);
+}
+
 }  // namespace
 }  // namespace mrcnn::ops
