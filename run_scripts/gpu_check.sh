@@ -206,7 +206,11 @@ if wants cuda_tests; then
   grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
 fi
 if wants all_tests; then
-  stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "$cuda_tests" || failed=1
+  # The C++ suites. The Python reference checks (label "python") need the project's .venv
+  # (pycocotools, mlperf-logging, ...), which a GPU machine's PyTorch install may not have: CI runs
+  # them.
+  stage all_tests ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "$cuda_tests" -LE python ||
+    failed=1
 fi
 
 # ---- 4. the detection ops against torchvision on the GPU ---------------------------------------
