@@ -181,7 +181,7 @@ generator=(-G Ninja)
 command -v ninja >/dev/null || generator=()
 
 # ---- 2. build ----------------------------------------------------------------------------------
-# One GPU needs no MPI, and FindMPI runs a test program that can hang where MPI cannot start.
+# One GPU needs no MPI (nor the NCCL communicator, which is built with it): MPI is left out.
 arch_args=()
 [[ -n "${MRCNN_CUDA_ARCHITECTURES:-}" ]] && arch_args=("-DMRCNN_CUDA_ARCHITECTURES=$MRCNN_CUDA_ARCHITECTURES")
 if wants configure; then

@@ -5,7 +5,9 @@
 2. MRCNN_GPU_STAGES=configure needs no GPU: with this environment's PyTorch it configures the
    project from a stand-in virtual environment. The stand-in must import the same torch (a link
    to a virtual environment's python would not: it leaves the environment behind), CMake must
-   take LibTorch from it, and with nvcc present the CUDA kernels must be on.
+   take LibTorch from it, and with nvcc present the CUDA kernels must be on. A link left there
+   by an older version of the script is replaced, not written through: writing the stand-in
+   through it once replaced a machine's python with a script that executed itself forever.
 3. A stage that hangs is stopped at its limit, reported as timed out, and its log names the
    process it was waiting on; unknown stage names are refused.
 4. The rehearsal (MRCNN_GPU_REHEARSAL=1) runs the epoch stage on the CPU with this build: the
@@ -41,7 +43,13 @@ def main():
 
         # 2. Configure only, from a stand-in environment around this python.
         out = tmp / "configure"
+        victim = tmp / "victim"
+        victim.write_text("not to be overwritten\n")
+        (out / "pyenv" / "bin").mkdir(parents=True)
+        (out / "pyenv" / "bin" / "python").symlink_to(victim)
         p = check(out, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure")
+        assert victim.read_text() == "not to be overwritten\n", "the stand-in was written through a link"
+        assert not (out / "pyenv" / "bin" / "python").is_symlink()
         nvcc = shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")
         torch_prefix = env.run([env.PYTHON, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
         assert torch_prefix.returncode == 0, torch_prefix.stderr
