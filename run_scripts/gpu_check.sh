@@ -30,9 +30,10 @@
 #              MRCNN_EPOCH_SIZE   their size (default 1333x800),
 #              MRCNN_GPU_CHECK_BUILD  an existing build to use instead of OUT/build,
 #              MRCNN_GPU_REHEARSAL=1  a rehearsal without a GPU, to find mistakes before device
-#                                 time is spent: the stages that need a GPU (cuda_tests, ops,
-#                                 steps) are left out and the epoch runs on the CPU (fp32);
-#                                 use small MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_SIZE.
+#                                 time is spent: cuda_tests and ops are left out, the step
+#                                 comparisons run on the CPU (the small network, float16, 2
+#                                 steps), and so does the epoch (fp32); use small
+#                                 MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_SIZE.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,7 +70,7 @@ done
 rehearsal=0
 if [[ ${MRCNN_GPU_REHEARSAL:-0} == 1 ]]; then
   rehearsal=1
-  for s in cuda_tests ops steps; do stages="${stages//,$s,/,}"; done
+  for s in cuda_tests ops; do stages="${stages//,$s,/,}"; done
 fi
 needs_gpu=$((!configure_only && !rehearsal))
 export PYTHONUNBUFFERED=1
@@ -126,7 +127,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     say "no NVIDIA GPU here (nvidia-smi finds none): nothing to check"
     exit 77
   fi
-  ((rehearsal)) && say "no NVIDIA GPU here: a rehearsal on the CPU (cuda_tests, ops and steps left out)"
+  ((rehearsal)) && say "no NVIDIA GPU here: a rehearsal on the CPU (cuda_tests and ops left out)"
   ((configure_only)) && say "no NVIDIA GPU here: configuring only"
 fi
 {
@@ -225,11 +226,12 @@ fi
 # images/s, host syncs per step and peak GPU memory of both sides (RESULT lines in the summary).
 if wants steps; then
   if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
+    run=(--config full --device cuda --reps 2 --steps 10 --warmup 3 --threads 8)
+    ((rehearsal)) && run=(--config small --device cpu --reps 1 --steps 2 --warmup 1 --threads "$jobs")
     for case in ${MRCNN_STEP_CASES:-2:1 2:0 4:1 4:0 8:1 8:0}; do
       batch=${case%%:*} cl=${case##*:}
       stage "step_b${batch}_cl${cl}" "$python" "$repo/benchmark/perf/compare_model_train_step.py" \
-        --build "$build" --config full --device cuda --precision fp16 --batch "$batch" \
-        --channels-last "$cl" --reps 2 --steps 10 --warmup 3 --threads 8 \
+        --build "$build" "${run[@]}" --precision fp16 --batch "$batch" --channels-last "$cl" \
         --json "$out/step_b${batch}_cl${cl}.json" || failed=1
       grep '^RESULT' "$out/step_b${batch}_cl${cl}.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
     done

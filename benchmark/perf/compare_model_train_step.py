@@ -221,8 +221,10 @@ def torchvision_worker(args):
         images = [i.to(device) for i in images]
         targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
     if args.channels_last == "1":
+        # The weights: a convolution with channels-last weights computes channels-last, from the
+        # first one on. The images stay as they are: torchvision takes a list of 3-D tensors
+        # (which have no channels-last form) and copies them into a new padded batch.
         model.to(memory_format=torch.channels_last)
-        images = [i.contiguous(memory_format=torch.channels_last) for i in images]
     params = [p for p in model.parameters() if p.requires_grad]
     sgd = torch.optim.SGD(params, lr=0.002, momentum=0.9, weight_decay=1e-4)
     amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
