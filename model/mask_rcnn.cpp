@@ -78,9 +78,24 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
   {
     AutocastGuard autocast(options_.precision, dev.type());
     const std::vector<at::Tensor> feats = features(batch);
-    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true, &targets, &streams);
-    RoIHeadsTrainOutput heads = roi_heads->forward_train(feats, proposals.proposals, targets, streams);
-    out.losses = std::move(proposals.losses);
+    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true);
+    // Both heads label their candidates before either draws, so that the counts the draws need
+    // come to the host in one read. The RPN still draws first: the streams give the same samples.
+    const RPNLabels anchor_labels = rpn->label(feats, targets);
+    const RoICandidates candidates = roi_heads->label(proposals.proposals, targets);
+    std::vector<at::Tensor> counts;
+    {
+      RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
+      counts = ops::BalancedPositiveNegativeSampler::read_counts({&anchor_labels.draw, &candidates.draw});
+    }
+    {
+      RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());
+      auto [objectness, box_reg] =
+          rpn->losses(feats, anchor_labels, counts[0], targets, streams, &proposals.num_sampled);
+      out.losses["loss_objectness"] = objectness;
+      out.losses["loss_rpn_box_reg"] = box_reg;
+    }
+    RoIHeadsTrainOutput heads = roi_heads->forward_train(feats, candidates, counts[1], targets, streams);
     out.losses.merge(heads.losses);
     out.counts["rpn_sampled"] = proposals.num_sampled;
     out.counts["roi_sampled"] = heads.num_sampled;

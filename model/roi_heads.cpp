@@ -82,7 +82,18 @@ RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& f
                                                 const ops::Proposals& proposals,
                                                 const std::vector<ImageTargets>& targets,
                                                 SampleStreams& streams) {
-  const SampledRoIs sampled = sample(proposals, targets, streams);
+  const RoICandidates candidates = label(proposals, targets);
+  const at::Tensor host_counts =
+      ops::BalancedPositiveNegativeSampler::read_counts({&candidates.draw}).front();
+  return forward_train(features, candidates, host_counts, targets, streams);
+}
+
+RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
+                                                const RoICandidates& candidates,
+                                                const at::Tensor& host_counts,
+                                                const std::vector<ImageTargets>& targets,
+                                                SampleStreams& streams) {
+  const SampledRoIs sampled = sample(candidates, host_counts, targets, streams);
   RoIHeadsTrainOutput out;
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   out.num_sampled = at::scalar_tensor(sampled.rois.size(0), i64);
@@ -92,16 +103,20 @@ RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& f
   return out;
 }
 
-RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
-                                               const std::vector<ImageTargets>& targets,
-                                               SampleStreams& streams) const {
+ops::BalancedPositiveNegativeSampler RoIHeadsImpl::sampler() const {
+  return ops::BalancedPositiveNegativeSampler(box_options_.batch_size_per_image,
+                                              box_options_.positive_fraction);
+}
+
+RoICandidates RoIHeadsImpl::label(const ops::Proposals& proposals,
+                                  const std::vector<ImageTargets>& targets) const {
   RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
   const int64_t n = static_cast<int64_t>(targets.size());
+  if (proposals.boxes.size(0) != n)
+    throw std::invalid_argument("RoIHeads: " + std::to_string(n) + " targets for proposals of " +
+                                std::to_string(proposals.boxes.size(0)) + " images");
   const ops::Matcher matcher(box_options_.fg_iou_threshold, box_options_.bg_iou_threshold,
                              /*allow_low_quality_matches=*/false);
-  const ops::BalancedPositiveNegativeSampler sampler(box_options_.batch_size_per_image,
-                                                     box_options_.positive_fraction);
-  const ops::BoxCoder coder(box_options_.box_coder_weights);
   // The proposals stay padded (rows past an image's count are zero boxes): the padding rows are
   // labelled -1, so the sampler never draws them, instead of being sliced off by counts read
   // from the device. A proposal's match depends on its own IoUs only (this matcher allows no
@@ -111,32 +126,41 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const ops::Proposals& proposals,
   const at::Tensor padding =
       at::arange(slots, proposals.counts.options()).unsqueeze(0) >= proposals.counts.unsqueeze(1);
 
-  std::vector<at::Tensor> all_candidates, gt_indices, all_cls;
-  std::vector<at::Generator*> generators;
+  RoICandidates out;
   for (int64_t i = 0; i < n; ++i) {
     const ImageTargets& t = targets[static_cast<size_t>(i)];
     // Ground-truth boxes join the proposals, so every object has positive RoIs.
-    const at::Tensor& candidates = all_candidates.emplace_back(
+    const at::Tensor& candidates = out.boxes.emplace_back(
         at::cat({proposals.boxes[i], t.boxes.to(proposals.boxes.scalar_type())}));
     const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
-    const at::Tensor& gt_index = gt_indices.emplace_back(matched.clamp_min(0));
-    at::Tensor& cls = all_cls.emplace_back(t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
-                                                               : at::zeros_like(matched));
+    const at::Tensor& gt_index = out.gt_index.emplace_back(matched.clamp_min(0));
+    at::Tensor& cls = out.classes.emplace_back(t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
+                                                                    : at::zeros_like(matched));
     cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
     cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
     cls.slice(0, 0, slots).masked_fill_(padding[i], -1);
-    generators.push_back(&streams.for_image(i));
   }
-  // Every image's draw after every image's labels: one read of their counts for the batch.
-  const auto draws = sampler.indices(all_cls, generators);
+  out.draw = sampler().prepare(out.classes);
+  return out;
+}
+
+RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const RoICandidates& c, const at::Tensor& host_counts,
+                                               const std::vector<ImageTargets>& targets,
+                                               SampleStreams& streams) const {
+  RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
+  const int64_t n = static_cast<int64_t>(targets.size());
+  const ops::BoxCoder coder(box_options_.box_coder_weights);
+  std::vector<at::Generator*> generators;
+  for (int64_t i = 0; i < n; ++i) generators.push_back(&streams.for_image(i));
+  const auto draws = sampler().draw(c.draw, host_counts, generators);
 
   std::vector<at::Tensor> rois, labels, pos_rows, pos_labels, box_targets, mask_targets;
   int64_t offset = 0;
   for (int64_t i = 0; i < n; ++i) {
     const ImageTargets& t = targets[static_cast<size_t>(i)];
-    const at::Tensor& candidates = all_candidates[static_cast<size_t>(i)];
-    const at::Tensor& gt_index = gt_indices[static_cast<size_t>(i)];
-    const at::Tensor& cls = all_cls[static_cast<size_t>(i)];
+    const at::Tensor& candidates = c.boxes[static_cast<size_t>(i)];
+    const at::Tensor& gt_index = c.gt_index[static_cast<size_t>(i)];
+    const at::Tensor& cls = c.classes[static_cast<size_t>(i)];
     const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
     // The sampled RoIs in candidate order, and where the positives (the sampler's labels >= 1,
     // so cls_kept > 0) landed among them: the positions of the first pos_i.numel() entries of

@@ -26,6 +26,7 @@
 #include "model/box_head.h"
 #include "model/mask_head.h"
 #include "model/ops/proposals.h"
+#include "model/ops/sampler.h"
 #include "model/options.h"
 #include "model/targets.h"
 
@@ -45,6 +46,14 @@ struct RawDetections {
   at::Tensor mask_probs;  // float32 [D, M, M]: sigmoid of the mask logits of the label's class
 };
 
+// The training candidates of a batch before the draw (RoIHeadsImpl::label).
+struct RoICandidates {
+  std::vector<at::Tensor> boxes;     // per image: its padded proposals, then its ground truth
+  std::vector<at::Tensor> gt_index;  // per image: each candidate's matched ground truth (>= 0)
+  std::vector<at::Tensor> classes;   // per image: its class, 0 background, -1 not sampled
+  ops::BalancedPositiveNegativeSampler::Pending draw;  // counted on the device
+};
+
 class RoIHeadsImpl : public torch::nn::Module {
  public:
   explicit RoIHeadsImpl(const ModelOptions& options);
@@ -52,6 +61,15 @@ class RoIHeadsImpl : public torch::nn::Module {
   // features: P2..P6 (P6 is not pooled from); proposals as the RPN returns them.
   RoIHeadsTrainOutput forward_train(const std::vector<at::Tensor>& features,
                                     const ops::Proposals& proposals,
+                                    const std::vector<ImageTargets>& targets,
+                                    SampleStreams& streams);
+  // The same in two halves, as RPNImpl::label and losses: label() matches the candidates and
+  // counts them without reading the device; forward_train draws from those counts on the host
+  // (`host_counts`: candidates.draw.counts on the CPU). The first overload is label(), the read,
+  // then the second.
+  RoICandidates label(const ops::Proposals& proposals, const std::vector<ImageTargets>& targets) const;
+  RoIHeadsTrainOutput forward_train(const std::vector<at::Tensor>& features,
+                                    const RoICandidates& candidates, const at::Tensor& host_counts,
                                     const std::vector<ImageTargets>& targets,
                                     SampleStreams& streams);
 
@@ -78,10 +96,10 @@ class RoIHeadsImpl : public torch::nn::Module {
     at::Tensor box_targets;   // [Kp, 4]
     at::Tensor mask_targets;  // float [Kp, M, M]
   };
-  // Matches proposals (plus the ground-truth boxes) to the targets and samples each image's RoIs
-  // from its stream.
-  SampledRoIs sample(const ops::Proposals& proposals, const std::vector<ImageTargets>& targets,
-                     SampleStreams& streams) const;
+  // Samples each image's RoIs from its stream among the labelled candidates.
+  SampledRoIs sample(const RoICandidates& candidates, const at::Tensor& host_counts,
+                     const std::vector<ImageTargets>& targets, SampleStreams& streams) const;
+  ops::BalancedPositiveNegativeSampler sampler() const;
   // The box part: loss_classifier and loss_box_reg into `losses`.
   void box_losses(const std::vector<at::Tensor>& features, const SampledRoIs& s,
                   std::map<std::string, at::Tensor>& losses);

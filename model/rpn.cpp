@@ -226,35 +226,30 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
   if (training && targets != nullptr) {
     if (streams == nullptr) throw std::invalid_argument("RPN: training losses need sample streams");
     RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());
-    auto [obj_loss, box_loss] =
-        losses(features, level_anchors, *targets, *streams, &out.num_sampled);
+    const RPNLabels labels = label(features, *targets);
+    const at::Tensor host_counts =
+        ops::BalancedPositiveNegativeSampler::read_counts({&labels.draw}).front();
+    auto [obj_loss, box_loss] = losses(features, labels, host_counts, *targets, *streams, &out.num_sampled);
     out.losses["loss_objectness"] = obj_loss;
     out.losses["loss_rpn_box_reg"] = box_loss;
   }
   return out;
 }
 
-std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>& features,
-                                                  const std::vector<at::Tensor>& anchors,
-                                                  const std::vector<ImageTargets>& targets,
-                                                  SampleStreams& streams,
-                                                  at::Tensor* num_sampled) const {
-  const int64_t n = features[0].size(0);
-  const int64_t a = num_anchors_;
-  const at::Tensor all_anchors = at::cat(anchors, 0);
-  const int64_t total = all_anchors.size(0);
-
-  // ---- labels and samples, per image, over the anchors of every level (location-major) ------
+RPNLabels RPNImpl::label(const std::vector<at::Tensor>& features,
+                         const std::vector<ImageTargets>& targets) const {
+  RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());  // labelling is part of the loss
+  if (features.empty() || static_cast<int64_t>(targets.size()) != features[0].size(0))
+    throw std::invalid_argument("RPN: " + std::to_string(targets.size()) + " targets for a batch of " +
+                                std::to_string(features.empty() ? 0 : features[0].size(0)) + " images");
+  RPNLabels out;
+  out.anchors = at::cat(anchors(features), 0);
+  const at::Tensor& all_anchors = out.anchors;
   const ops::Matcher matcher(options_.fg_iou_threshold, options_.bg_iou_threshold,
                              /*allow_low_quality_matches=*/true);
-  const ops::BalancedPositiveNegativeSampler sampler(options_.batch_size_per_image,
-                                                     options_.positive_fraction);
-  const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
-  std::vector<at::Tensor> matches, labels;
-  std::vector<at::Generator*> generators;
-  for (int64_t i = 0; i < n; ++i) {
-    const ImageTargets& t = targets[static_cast<size_t>(i)];
-    const at::Tensor& matched = matches.emplace_back(matcher(ops::box_iou(t.boxes, all_anchors)));
+  std::vector<at::Tensor> labels;
+  for (const ImageTargets& t : targets) {
+    const at::Tensor& matched = out.matches.emplace_back(matcher(ops::box_iou(t.boxes, all_anchors)));
     at::Tensor& l = labels.emplace_back((matched >= 0).to(at::kLong));
     l.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
     if (options_.straddle_threshold >= 0) {
@@ -265,14 +260,35 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
                                      .logical_and_(all_anchors.select(1, 3) < t.height + s);
       l.masked_fill_(visible.logical_not(), -1);
     }
-    generators.push_back(&streams.for_image(i));
   }
-  // Every image's draw after every image's labels: one read of their counts for the batch.
-  const auto draws = sampler.indices(labels, generators);
+  out.draw = sampler().prepare(labels);
+  return out;
+}
+
+ops::BalancedPositiveNegativeSampler RPNImpl::sampler() const {
+  return ops::BalancedPositiveNegativeSampler(options_.batch_size_per_image, options_.positive_fraction);
+}
+
+std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>& features,
+                                                  const RPNLabels& labels,
+                                                  const at::Tensor& host_counts,
+                                                  const std::vector<ImageTargets>& targets,
+                                                  SampleStreams& streams,
+                                                  at::Tensor* num_sampled) const {
+  const int64_t n = features[0].size(0);
+  const int64_t a = num_anchors_;
+  const at::Tensor& all_anchors = labels.anchors;
+  const int64_t total = all_anchors.size(0);
+  const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
+
+  // ---- the sample: every image's draw, image after image ------------------------------------
+  std::vector<at::Generator*> generators;
+  for (int64_t i = 0; i < n; ++i) generators.push_back(&streams.for_image(i));
+  const auto draws = sampler().draw(labels.draw, host_counts, generators);
   std::vector<at::Tensor> pos_index, neg_index, box_targets;
   for (int64_t i = 0; i < n; ++i) {
     const ImageTargets& t = targets[static_cast<size_t>(i)];
-    const at::Tensor& matched = matches[static_cast<size_t>(i)];
+    const at::Tensor& matched = labels.matches[static_cast<size_t>(i)];
     const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
     box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
                                        all_anchors.index_select(0, pos_i)));
@@ -299,63 +315,101 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
   const at::Tensor b_cls = head->cls_logits->bias;
   const at::Tensor w_box = head->bbox_pred->weight.reshape({a, 4, channels});
   const at::Tensor b_box = head->bbox_pred->bias.view({a, 4});
-  const at::Tensor image = at::floor_divide(sampled, total);
-  const at::Tensor anchor = sampled - image * total;
-  // Each sampled anchor's level; the sampled rows grouped by level, in sampled order within each
-  // (a stable sort: what a per-level nonzero gives), and per level how many rows there are and
-  // how many of them are positives (sampled starts with the num_pos positives, so within a level
-  // they come first): one read of 2L counts instead of two nonzero per level.
-  const int64_t num_levels = static_cast<int64_t>(features.size());
-  std::vector<int64_t> level_end;
-  for (const at::Tensor& c : features)
-    level_end.push_back((level_end.empty() ? 0 : level_end.back()) + c.size(2) * c.size(3) * a);
-  const auto i64 = at::TensorOptions().dtype(at::kLong);
-  const at::Tensor ends = ops::copy_to_device_async(at::tensor(level_end, i64), anchor.device());
-  const at::Tensor level_of = at::searchsorted(ends, anchor, /*out_int32=*/false, /*right=*/true);
-  const at::Tensor by_level = std::get<1>(level_of.sort(/*stable=*/true, 0, /*descending=*/false));
-  const at::Tensor levels = at::arange(num_levels, i64.device(anchor.device()));
-  const at::Tensor level_counts =
-      at::cat({(level_of.unsqueeze(1) == levels).sum(0), (level_of.slice(0, 0, num_pos).unsqueeze(1) == levels).sum(0)})
-          .cpu();
-  const int64_t* counts = level_counts.const_data_ptr<int64_t>();
-  std::vector<at::Tensor> logits, pred_deltas, label_parts, target_parts;
-  int64_t offset = 0, first = 0;
-  for (size_t l = 0; l < features.size(); ++l) {
-    const at::Tensor& c = features[l];
-    const int64_t h = c.size(2), w = c.size(3), count = h * w * a;
-    const int64_t rows_here = counts[l], positives_here = counts[num_levels + static_cast<int64_t>(l)];
-    const at::Tensor in_level = by_level.slice(0, first, first + rows_here);
-    first += rows_here;
-    const at::Tensor local = anchor.index_select(0, in_level) - offset;
-    offset += count;
-    if (rows_here == 0) continue;
-    const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
-    const at::Tensor y = at::floor_divide(cell, w), x = cell - y * w;
-    // [S_l, C]: strided reads, no copy of the map whatever its memory format.
-    const at::Tensor patches =
-        full_precision(GatherPatches::apply(c, image.index_select(0, in_level), y, x));
-    const at::Tensor rows = at::addmm(b_conv.to(patches.scalar_type()),
-                                      patches.reshape({patches.size(0), -1}),
-                                      w_conv.to(patches.scalar_type()).t())
-                                .relu();
-    logits.push_back((rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
-                     b_cls.index_select(0, which).to(rows.scalar_type()));
-    const at::Tensor is_pos = in_level < num_pos;
-    label_parts.push_back(is_pos.to(rows.scalar_type()));
-    const at::Tensor pos_rows = at::arange(positives_here, in_level.options());  // the first rows
-    if (positives_here > 0) {
-      const at::Tensor pw = which.index_select(0, pos_rows);
-      pred_deltas.push_back(
-          at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),
-                  rows.index_select(0, pos_rows).unsqueeze(2))
-              .squeeze(2) +
-          b_box.index_select(0, pw).to(rows.scalar_type()));
-      target_parts.push_back(targets_pos.index_select(0, in_level.index_select(0, pos_rows)));
-    }
-  }
   if (num == 0) {
     const at::Tensor zero = full_precision(features[0].sum()) * 0;
     return {zero, zero};
+  }
+  const at::Tensor image = at::floor_divide(sampled, total);
+  const at::Tensor anchor = sampled - image * total;
+  // Each sampled anchor's level.
+  const int64_t num_levels = static_cast<int64_t>(features.size());
+  std::vector<int64_t> level_start, level_end;
+  for (const at::Tensor& c : features) {
+    level_start.push_back(level_end.empty() ? 0 : level_end.back());
+    level_end.push_back(level_start.back() + c.size(2) * c.size(3) * a);
+  }
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor ends = ops::copy_to_device_async(at::tensor(level_end, i64), anchor.device());
+  const at::Tensor level_of = at::searchsorted(ends, anchor, /*out_int32=*/false, /*right=*/true);
+  // One row of the head per sampled anchor: t = relu(W_conv . patch + b_conv).
+  auto head_rows = [&](const at::Tensor& patches) {
+    return at::addmm(b_conv.to(patches.scalar_type()), patches.reshape({patches.size(0), -1}),
+                     w_conv.to(patches.scalar_type()).t())
+        .relu();
+  };
+  std::vector<at::Tensor> logits, pred_deltas, label_parts, target_parts;
+  const LossGather gather =
+      loss_gather_ != LossGather::kAuto ? loss_gather_
+                                        : (anchor.is_cpu() ? LossGather::kPerLevel : LossGather::kAllLevels);
+  if (gather == LossGather::kAllLevels) {
+    // Every sampled anchor's patch gathered from every level (clamped into the level's grid),
+    // each row keeping its own level's: L gathers of S patches and one product, no read. The
+    // rows stay in sampled order, the num_pos positives first.
+    const at::Tensor starts = ops::copy_to_device_async(at::tensor(level_start, i64), anchor.device());
+    const at::Tensor local = anchor - starts.index_select(0, level_of);
+    const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
+    at::Tensor patches;
+    for (int64_t l = 0; l < num_levels; ++l) {
+      const at::Tensor& c = features[static_cast<size_t>(l)];
+      const int64_t h = c.size(2), w = c.size(3);
+      const at::Tensor here = cell.clamp(0, h * w - 1);
+      const at::Tensor y = at::floor_divide(here, w), x = here - y * w;
+      const at::Tensor p = full_precision(GatherPatches::apply(c, image, y, x));
+      patches = l == 0 ? p : at::where((level_of == l).view({-1, 1, 1, 1}), p, patches);
+    }
+    const at::Tensor rows = head_rows(patches);
+    logits.push_back((rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
+                     b_cls.index_select(0, which).to(rows.scalar_type()));
+    label_parts.push_back((at::arange(num, i64.device(anchor.device())) < num_pos).to(rows.scalar_type()));
+    if (num_pos > 0) {
+      const at::Tensor pw = which.slice(0, 0, num_pos);
+      pred_deltas.push_back(at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),
+                                    rows.slice(0, 0, num_pos).unsqueeze(2))
+                                .squeeze(2) +
+                            b_box.index_select(0, pw).to(rows.scalar_type()));
+      target_parts.push_back(targets_pos);
+    }
+  } else {
+    // Level by level: the sampled rows grouped by level, in sampled order within each (a stable
+    // sort: what a per-level nonzero gives), with per level how many rows there are and how many
+    // of them are positives (sampled starts with the num_pos positives, so within a level they
+    // come first): one read of 2L counts instead of two nonzero per level.
+    const at::Tensor by_level = std::get<1>(level_of.sort(/*stable=*/true, 0, /*descending=*/false));
+    const at::Tensor levels = at::arange(num_levels, i64.device(anchor.device()));
+    const at::Tensor level_counts =
+        at::cat({(level_of.unsqueeze(1) == levels).sum(0), (level_of.slice(0, 0, num_pos).unsqueeze(1) == levels).sum(0)})
+            .cpu();
+    const int64_t* counts = level_counts.const_data_ptr<int64_t>();
+    int64_t offset = 0, first = 0;
+    for (size_t l = 0; l < features.size(); ++l) {
+      const at::Tensor& c = features[l];
+      const int64_t h = c.size(2), w = c.size(3), count = h * w * a;
+      const int64_t rows_here = counts[l], positives_here = counts[num_levels + static_cast<int64_t>(l)];
+      const at::Tensor in_level = by_level.slice(0, first, first + rows_here);
+      first += rows_here;
+      const at::Tensor local = anchor.index_select(0, in_level) - offset;
+      offset += count;
+      if (rows_here == 0) continue;
+      const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
+      const at::Tensor y = at::floor_divide(cell, w), x = cell - y * w;
+      // [S_l, C]: strided reads, no copy of the map whatever its memory format.
+      const at::Tensor rows =
+          head_rows(full_precision(GatherPatches::apply(c, image.index_select(0, in_level), y, x)));
+      logits.push_back((rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
+                       b_cls.index_select(0, which).to(rows.scalar_type()));
+      const at::Tensor is_pos = in_level < num_pos;
+      label_parts.push_back(is_pos.to(rows.scalar_type()));
+      const at::Tensor pos_rows = at::arange(positives_here, in_level.options());  // the first rows
+      if (positives_here > 0) {
+        const at::Tensor pw = which.index_select(0, pos_rows);
+        pred_deltas.push_back(
+            at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),
+                    rows.index_select(0, pos_rows).unsqueeze(2))
+                .squeeze(2) +
+            b_box.index_select(0, pw).to(rows.scalar_type()));
+        target_parts.push_back(targets_pos.index_select(0, in_level.index_select(0, pos_rows)));
+      }
+    }
   }
   const at::Tensor all_logits = at::cat(logits);
   const at::Tensor obj_loss =

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/ops/proposals.h"
+#include "model/ops/sampler.h"
 #include "model/options.h"
 #include "model/targets.h"
 
@@ -46,6 +47,13 @@ class RPNHeadImpl : public torch::nn::Module {
   torch::nn::Conv2d conv{nullptr}, cls_logits{nullptr}, bbox_pred{nullptr};
 };
 TORCH_MODULE(RPNHead);
+
+// The training targets of a batch's anchors before the draw (RPNImpl::label).
+struct RPNLabels {
+  at::Tensor anchors;               // [sum of H*W*A, 4]: every level's anchors, level after level
+  std::vector<at::Tensor> matches;  // per image: each anchor's ground truth (or Matcher code)
+  ops::BalancedPositiveNegativeSampler::Pending draw;  // its candidates, counted on the device
+};
 
 struct RPNOutput {
   ops::Proposals proposals;                  // boxes [N, P, 4], scores, counts (device)
@@ -71,18 +79,37 @@ class RPNImpl : public torch::nn::Module {
   // (stride_h, stride_w) of every level: the fixed anchor_strides, or torchvision's inference.
   std::vector<std::array<int64_t, 2>> anchor_strides(const std::vector<at::Tensor>& features) const;
 
+  // Training in two halves, so that a caller can read the RPN's sample counts in the copy that
+  // reads other ones (MaskRCNN reads the RoI head's with them): label() matches every anchor to
+  // the targets and counts the candidates without reading the device; losses() draws the sample
+  // from those counts on the host (`host_counts`: labels.draw.counts on the CPU) and evaluates
+  // the head at the sampled anchors: (loss_objectness, loss_rpn_box_reg). forward() with
+  // targets is label(), the read, then losses().
+  RPNLabels label(const std::vector<at::Tensor>& features,
+                  const std::vector<ImageTargets>& targets) const;
+  std::pair<at::Tensor, at::Tensor> losses(const std::vector<at::Tensor>& features,
+                                           const RPNLabels& labels, const at::Tensor& host_counts,
+                                           const std::vector<ImageTargets>& targets,
+                                           SampleStreams& streams, at::Tensor* num_sampled) const;
+
+  // How losses() evaluates the head at the sampled anchors. kPerLevel groups them by level,
+  // which needs each level's number of samples on the host (one read), and multiplies level by
+  // level. kAllLevels gathers every sampled anchor's patch from every level (clamped into its
+  // grid), keeps its own level's and multiplies once: L gathers of a few thousand patches and no
+  // read. The same values up to the order of float sums. kAuto: per level on the CPU (where the
+  // read costs nothing; the results of earlier releases, bit for bit), all levels elsewhere.
+  enum class LossGather { kAuto, kPerLevel, kAllLevels };
+  void set_loss_gather(LossGather gather) { loss_gather_ = gather; }
+
   const RPNOptions& options() const { return options_; }
   RPNHead head{nullptr};
 
  private:
-  // The two losses, the head evaluated at the sampled anchors' cells of `features`.
-  std::pair<at::Tensor, at::Tensor> losses(const std::vector<at::Tensor>& features,
-                                           const std::vector<at::Tensor>& anchors,
-                                           const std::vector<ImageTargets>& targets,
-                                           SampleStreams& streams, at::Tensor* num_sampled) const;
+  ops::BalancedPositiveNegativeSampler sampler() const;
 
   RPNOptions options_;
   int64_t num_anchors_;
+  LossGather loss_gather_ = LossGather::kAuto;
   struct AnchorCache;  // shared by clones of the module; thread-safe
   std::shared_ptr<AnchorCache> anchor_cache_;
 };

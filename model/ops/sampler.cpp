@@ -33,38 +33,76 @@ std::pair<at::Tensor, at::Tensor> BalancedPositiveNegativeSampler::indices(
 
 std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::indices(
     const std::vector<at::Tensor>& labels, const std::vector<at::Generator*>& generators) const {
-  TORCH_CHECK(labels.size() == generators.size(), "BalancedPositiveNegativeSampler: ",
-              labels.size(), " label sets but ", generators.size(), " generators");
-  std::vector<at::Tensor> positive_masks, negative_masks, counts;
-  for (size_t i = 0; i < labels.size(); ++i) {
-    const at::Tensor& l = labels[i];
+  const Pending pending = prepare(labels);
+  return draw(pending, read_counts({&pending}).front(), generators);
+}
+
+BalancedPositiveNegativeSampler::Pending BalancedPositiveNegativeSampler::prepare(
+    const std::vector<at::Tensor>& labels) const {
+  Pending p;
+  std::vector<at::Tensor> counts;
+  for (const at::Tensor& l : labels) {
     TORCH_CHECK(l.dim() == 1, "BalancedPositiveNegativeSampler: labels must be [P], got ",
                 l.sizes());
     TORCH_CHECK(!at::isFloatingType(l.scalar_type()) && l.scalar_type() != at::kBool,
                 "BalancedPositiveNegativeSampler: labels must be an integer tensor, got ",
                 l.scalar_type());
-    TORCH_CHECK(generators[i] != nullptr && generators[i]->defined(),
-                "BalancedPositiveNegativeSampler: generator is undefined");
     TORCH_CHECK(l.device() == labels.front().device(),
                 "BalancedPositiveNegativeSampler: label sets on different devices");
-    positive_masks.push_back(l.ge(1));
-    negative_masks.push_back(l.eq(0));
-    counts.push_back(positive_masks.back().sum());
-    counts.push_back(negative_masks.back().sum());
+    p.positive.push_back(l.ge(1));
+    p.negative.push_back(l.eq(0));
+    counts.push_back(p.positive.back().sum());
+    counts.push_back(p.negative.back().sum());
   }
-  if (labels.empty()) return {};
-  // The one read: every image's (#positive, #negative).
-  const at::Tensor host_counts = at::stack(counts).cpu();
-  const int64_t* count = host_counts.const_data_ptr<int64_t>();
+  if (!counts.empty()) p.counts = at::stack(counts);
+  return p;
+}
+
+std::vector<at::Tensor> BalancedPositiveNegativeSampler::read_counts(
+    const std::vector<const Pending*>& pending) {
+  std::vector<at::Tensor> parts;
+  for (const Pending* p : pending) {
+    TORCH_CHECK(p != nullptr, "BalancedPositiveNegativeSampler: no pending draw to read");
+    if (p->counts.defined()) parts.push_back(p->counts);
+  }
+  // The one read (none for batches of no image).
+  const at::Tensor host = parts.empty() ? at::Tensor() : at::cat(parts).cpu();
+  std::vector<at::Tensor> out;
+  int64_t first = 0;
+  for (const Pending* p : pending) {
+    const int64_t size = p->counts.defined() ? p->counts.numel() : 0;
+    out.push_back(size > 0 ? host.slice(0, first, first + size)
+                           : at::empty({0}, at::TensorOptions().dtype(at::kLong)));
+    first += size;
+  }
+  return out;
+}
+
+std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::draw(
+    const Pending& pending, const at::Tensor& host_counts,
+    const std::vector<at::Generator*>& generators) const {
+  const size_t images = pending.positive.size();
+  TORCH_CHECK(images == generators.size(), "BalancedPositiveNegativeSampler: ", images,
+              " label sets but ", generators.size(), " generators");
+  for (const at::Generator* g : generators)
+    TORCH_CHECK(g != nullptr && g->defined(), "BalancedPositiveNegativeSampler: generator is undefined");
+  if (images == 0) return {};
+  TORCH_CHECK(host_counts.is_cpu() && host_counts.scalar_type() == at::kLong &&
+                  host_counts.dim() == 1 && host_counts.size(0) == static_cast<int64_t>(2 * images),
+              "BalancedPositiveNegativeSampler: expected the ", 2 * images,
+              " counts of the pending draw on the host, got ", host_counts.sizes(), " ",
+              host_counts.scalar_type(), " on ", host_counts.device());
+  const at::Tensor counts_contiguous = host_counts.contiguous();
+  const int64_t* count = counts_contiguous.const_data_ptr<int64_t>();
   // int(batch_size_per_image * positive_fraction), as Python truncates.
   const int64_t max_pos =
       static_cast<int64_t>(static_cast<double>(batch_size_per_image_) * positive_fraction_);
   std::vector<std::pair<at::Tensor, at::Tensor>> result;
-  for (size_t i = 0; i < labels.size(); ++i) {
+  for (size_t i = 0; i < images; ++i) {
     const int64_t num_positive = count[2 * i], num_negative = count[2 * i + 1];
     // nonzero with its size known: the same increasing indices, without reading the device.
-    const at::Tensor positive = at::nonzero_static(positive_masks[i], num_positive).view(-1);
-    const at::Tensor negative = at::nonzero_static(negative_masks[i], num_negative).view(-1);
+    const at::Tensor positive = at::nonzero_static(pending.positive[i], num_positive).view(-1);
+    const at::Tensor negative = at::nonzero_static(pending.negative[i], num_negative).view(-1);
     const int64_t num_pos = std::min(num_positive, max_pos);
     const int64_t num_neg = std::min(num_negative, batch_size_per_image_ - num_pos);
     at::Generator& generator = *generators[i];
@@ -73,8 +111,9 @@ std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::
     const at::Tensor perm_pos = at::randperm(num_positive, generator, perm_opts);
     const at::Tensor perm_neg = at::randperm(num_negative, generator, perm_opts);
     // A host generator's draws go to a GPU through pinned memory: a plain copy would wait for it.
+    const c10::Device device = pending.positive[i].device();
     auto to_labels = [&](const at::Tensor& perm) {
-      return perm.is_cpu() ? copy_to_device_async(perm, labels[i].device()) : perm.to(labels[i].device());
+      return perm.is_cpu() ? copy_to_device_async(perm, device) : perm.to(device);
     };
     const at::Tensor pos_idx = positive.index_select(0, to_labels(perm_pos.slice(0, 0, num_pos)));
     const at::Tensor neg_idx = negative.index_select(0, to_labels(perm_neg.slice(0, 0, num_neg)));

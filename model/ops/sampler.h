@@ -49,6 +49,22 @@ class BalancedPositiveNegativeSampler {
   std::vector<std::pair<at::Tensor, at::Tensor>> indices(
       const std::vector<at::Tensor>& labels, const std::vector<at::Generator*>& generators) const;
 
+  // That batch draw in two halves, so that the counts of several samplers (the RPN's and the RoI
+  // head's) are read in one copy: prepare() marks and counts on the labels' device without
+  // reading it; draw() draws from the counts once they are on the host. indices(labels, g) is
+  // draw(prepare(labels), read_counts({&p}).front(), g).
+  struct Pending {
+    std::vector<at::Tensor> positive, negative;  // bool masks [P_i], one per image
+    at::Tensor counts;  // int64 [2 * images] on the labels' device: (#positive, #negative) each
+  };
+  Pending prepare(const std::vector<at::Tensor>& labels) const;
+  // host_counts: `pending.counts` on the CPU.
+  std::vector<std::pair<at::Tensor, at::Tensor>> draw(
+      const Pending& pending, const at::Tensor& host_counts,
+      const std::vector<at::Generator*>& generators) const;
+  // The counts of each pending draw on the host, read in one copy (one blocking read on a GPU).
+  static std::vector<at::Tensor> read_counts(const std::vector<const Pending*>& pending);
+
   int64_t batch_size_per_image() const { return batch_size_per_image_; }
   double positive_fraction() const { return positive_fraction_; }
 

@@ -7,10 +7,12 @@
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "model/mask_rcnn.h"
 #include "model/ops/device_faults.h"
+#include "model/targets.h"
 #include "tests/model/tiny.h"
 
 namespace mrcnn::model {
@@ -131,6 +133,36 @@ TEST_F(MaskRCNNTest, SameSeedSameBitsDifferentSeedDifferentSamples) {
 // the network as built (zero biases, identity frozen norms: padding stays zero through every
 // layer) for images whose padding margin exceeds the stride of every level RoIs are pooled from
 // (see README.md); equal to float rounding here.
+// A training step reads the counts of both heads' draws in one copy (each head labels its
+// candidates, then the RPN draws, then the RoI head): the same samples, losses and counts, bit for
+// bit, as each head with its own read, the RPN first, from the same streams -- on one generator
+// shared by the batch, where the order of the draws matters, and with a stream per image.
+TEST_F(MaskRCNNTest, OneReadForBothHeadsDrawsWhatEachHeadsOwnReadDraws) {
+  for (const SamplingStreams mode : {SamplingStreams::kShared, SamplingStreams::kPerImage}) {
+    SCOPED_TRACE(mode == SamplingStreams::kShared ? "shared stream" : "a stream per image");
+    ModelOptions o = tiny_options();
+    o.mask_padding = false;  // the features below are the backbone's and FPN's without masks
+    o.sampling_streams = mode;
+    MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(21));
+    const Batch b = make_batch({synthetic_image(96, 128, 3, 41), synthetic_image(80, 100, 2, 42)}, {1, 2});
+    const TrainOutput joint = train(m, b, 9);
+
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    const std::vector<ImageTargets> targets = slice_targets(b, m->device(), m->dtype());
+    SampleStreams streams(mode, gen, image_keys(b));
+    const std::vector<at::Tensor> feats = m->fpn->forward(m->backbone->forward(b.images, nullptr));
+    const RPNOutput rpn = m->rpn->forward(feats, b.image_sizes, /*training=*/true, &targets, &streams);
+    const RoIHeadsTrainOutput heads = m->roi_heads->forward_train(feats, rpn.proposals, targets, streams);
+    std::map<std::string, at::Tensor> separate = rpn.losses;
+    separate.insert(heads.losses.begin(), heads.losses.end());
+    ASSERT_EQ(joint.losses.size(), 5u);
+    for (const char* name : kLossNames) EXPECT_TRUE(at::equal(joint.losses.at(name), separate.at(name))) << name;
+    EXPECT_TRUE(at::equal(joint.counts.at("rpn_sampled"), rpn.num_sampled));
+    EXPECT_TRUE(at::equal(joint.counts.at("roi_sampled"), heads.num_sampled));
+    EXPECT_TRUE(at::equal(joint.counts.at("roi_positive"), heads.num_positive));
+  }
+}
+
 TEST_F(MaskRCNNTest, PaddingChangesNoLossAndNoDetection) {
   MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(5));
   const auto img = synthetic_image(100, 110, 3, 7);

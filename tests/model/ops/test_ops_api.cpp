@@ -168,6 +168,46 @@ TEST_F(OpsApi, SamplerBatchDrawIsEachImagesDrawInImageOrder) {
   EXPECT_THROW(sampler.indices(labels, std::vector<at::Generator*>{&g}), c10::Error);
 }
 
+// Two samplers' pending draws (as the RPN's and the RoI head's) read in one copy, then drawn one
+// after the other on one generator: each equals its own batch draw made in the same order. A
+// pending draw with the wrong counts is refused with what was expected.
+TEST_F(OpsApi, SamplerPendingDrawsReadInOneCopyDrawAsTheirOwnReads) {
+  const BalancedPositiveNegativeSampler rpn(64, 0.5), roi(16, 0.25);
+  at::manual_seed(23);
+  const std::vector<at::Tensor> anchors = {at::randint(-1, 2, {700}, at::kLong), at::randint(-1, 2, {90}, at::kLong)};
+  const std::vector<at::Tensor> rois = {at::randint(-1, 4, {40}, at::kLong), at::zeros({12}, at::kLong)};
+  at::Generator mine = at::make_generator<at::CPUGeneratorImpl>(8);
+  at::Generator theirs = at::make_generator<at::CPUGeneratorImpl>(8);
+  const auto pending_rpn = rpn.prepare(anchors);
+  const auto pending_roi = roi.prepare(rois);
+  const auto counts = BalancedPositiveNegativeSampler::read_counts({&pending_rpn, &pending_roi});
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts[0].numel(), 4);
+  EXPECT_EQ(counts[1].numel(), 4);
+  const auto got_rpn = rpn.draw(pending_rpn, counts[0], {&mine, &mine});
+  const auto got_roi = roi.draw(pending_roi, counts[1], {&mine, &mine});
+  const auto want_rpn = rpn.indices(anchors, {&theirs, &theirs});
+  const auto want_roi = roi.indices(rois, {&theirs, &theirs});
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(at::equal(got_rpn[i].first, want_rpn[i].first)) << "anchors of image " << i;
+    EXPECT_TRUE(at::equal(got_rpn[i].second, want_rpn[i].second)) << "anchors of image " << i;
+    EXPECT_TRUE(at::equal(got_roi[i].first, want_roi[i].first)) << "RoIs of image " << i;
+    EXPECT_TRUE(at::equal(got_roi[i].second, want_roi[i].second)) << "RoIs of image " << i;
+  }
+  EXPECT_EQ(got_roi[1].first.numel() + got_roi[1].second.numel(), 12) << "all 12 negatives fit";
+  // An empty pending draw reads nothing and draws nothing.
+  const auto none = rpn.prepare({});
+  EXPECT_EQ(BalancedPositiveNegativeSampler::read_counts({&none}).front().numel(), 0);
+  EXPECT_TRUE(rpn.draw(none, BalancedPositiveNegativeSampler::read_counts({&none}).front(), {}).empty());
+  try {
+    rpn.draw(pending_rpn, counts[0].slice(0, 0, 2), {&mine, &mine});
+    ADD_FAILURE() << "two counts for two images were accepted";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("expected the 4 counts"), std::string::npos)
+        << e.what_without_backtrace();
+  }
+}
+
 TEST_F(OpsApi, GenerateProposalsThroughTheStructs) {
   const AnchorGenerator gen = AnchorGenerator::fpn_default();
   std::vector<at::Tensor> obj, deltas, feats;
