@@ -30,10 +30,10 @@
 #              MRCNN_EPOCH_SIZE   their size (default 1333x800),
 #              MRCNN_GPU_CHECK_BUILD  an existing build to use instead of OUT/build,
 #              MRCNN_GPU_REHEARSAL=1  a rehearsal without a GPU, to find mistakes before device
-#                                 time is spent: cuda_tests and ops are left out, the step
-#                                 comparisons run on the CPU (the small network, float16, 2
-#                                 steps), and so does the epoch (fp32); use small
-#                                 MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_SIZE.
+#                                 time is spent: cuda_tests is left out; the op comparison runs
+#                                 on the CPU (two cases, one repetition), so do the step
+#                                 comparisons (the small network, float16, 2 steps) and the
+#                                 epoch (fp32); use small MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_SIZE.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,7 +70,7 @@ done
 rehearsal=0
 if [[ ${MRCNN_GPU_REHEARSAL:-0} == 1 ]]; then
   rehearsal=1
-  for s in cuda_tests ops; do stages="${stages//,$s,/,}"; done
+  stages="${stages//,cuda_tests,/,}"
 fi
 needs_gpu=$((!configure_only && !rehearsal))
 export PYTHONUNBUFFERED=1
@@ -127,7 +127,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     say "no NVIDIA GPU here (nvidia-smi finds none): nothing to check"
     exit 77
   fi
-  ((rehearsal)) && say "no NVIDIA GPU here: a rehearsal on the CPU (cuda_tests and ops left out)"
+  ((rehearsal)) && say "no NVIDIA GPU here: a rehearsal on the CPU (cuda_tests left out)"
   ((configure_only)) && say "no NVIDIA GPU here: configuring only"
 fi
 {
@@ -216,8 +216,11 @@ fi
 
 # ---- 4. the detection ops against torchvision on the GPU ---------------------------------------
 if wants ops; then
+  ops_run=(--device cuda --reps 7)
+  ((rehearsal)) &&
+    ops_run=(--device cpu --reps 1 --threads "$jobs" --cases multilevel_roi_align_mask proposals_test)
   stage ops_vs_tv "$python" "$repo/benchmark/perf/compare_ops_torchvision.py" --build-dir "$build" \
-    --device cuda --reps 7 || failed=1
+    "${ops_run[@]}" || failed=1
   grep '^RESULT' "$out/ops_vs_tv.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
 fi
 

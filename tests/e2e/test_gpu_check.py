@@ -10,9 +10,10 @@
    through it once replaced a machine's python with a script that executed itself forever.
 3. A stage that hangs is stopped at its limit, reported as timed out, and its log names the
    process it was waiting on; unknown stage names are refused.
-4. The rehearsal (MRCNN_GPU_REHEARSAL=1) runs the step comparison and the epoch stage on the
-   CPU with this build: a float16 channels-last step of both networks (the small one), reporting
-   a RESULT line; the synthetic set, one epoch of the p3.16xlarge system's settings as the check
+4. The rehearsal (MRCNN_GPU_REHEARSAL=1) runs the op comparison, the step comparison and the
+   epoch stage on the CPU with this build: two op cases against torchvision's, each reporting a
+   RESULT line; a float16 channels-last step of both networks (the small one), reporting a
+   RESULT line; the synthetic set, one epoch of the p3.16xlarge system's settings as the check
    gives them (its expected exit 3, targets not reached, counts as passed) and the checker on
    its log.
 """
@@ -93,19 +94,21 @@ def main():
         # 4. The epoch stage's command, rehearsed on the CPU with tiny images.
         out = tmp / "rehearsal"
         p = check(out, timeout=900, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
-                  MRCNN_GPU_STAGES="steps,epoch", MRCNN_STEP_CASES="2:1",
+                  MRCNN_GPU_STAGES="ops,steps,epoch", MRCNN_STEP_CASES="2:1",
                   MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR),
                   MRCNN_EPOCH_IMAGES="16", MRCNN_EPOCH_SIZE="160x128")
         assert p.returncode == 0, p.stderr[-3000:]
         summary = (out / "summary.txt").read_text()
-        for name in ("step_b2_cl1", "synth", "train_epoch", "log_check"):
+        for name in ("ops_vs_tv", "step_b2_cl1", "synth", "train_epoch", "log_check"):
             assert any(l.startswith(f"[gpu_check] {name} ") and " passed " in l for l in summary.splitlines()), summary
         assert "RESULT config=" in summary and "precision=fp16 batch=2" in summary, summary
+        for case in ("multilevel_roi_align_mask", "proposals_test"):
+            assert f"RESULT case={case} " in summary and "device=cpu" in summary, summary
         assert "targets not reached in one epoch (exit 3), as expected" in (out / "train_epoch.log").read_text()
         records = env.mllog_records(out / "runs" / "latest" / "mlperf_log.txt")
         assert sum(r["key"] == "eval_accuracy" for r in records) == 1
         assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
-        print("rehearsal: a step comparison and one epoch of the check's settings on the CPU; "
+        print("rehearsal: two op comparisons, a step comparison and one epoch of the check's settings on the CPU; "
               "the epoch's log passes the checker")
 
 
