@@ -64,6 +64,9 @@ at::Tensor multilevel_forward_cuda(at::TensorList features, const at::Tensor& ro
                 ", H, W] like features[0], got ", f.sizes());
     TORCH_CHECK(f.scalar_type() == f0.scalar_type() && f.device() == f0.device(), kOp,
                 ": features[", l, "] must have the dtype and device of features[0]");
+    // As on the CPU: an empty map has no pixel to sample (its last row would be row -1).
+    TORCH_CHECK(f.size(2) > 0 && f.size(3) > 0 && f.size(2) * f.size(3) < (int64_t{1} << 31),
+                kOp, ": features[", l, "] has an unsupported spatial size ", f.sizes());
   }
   c10::cuda::CUDAGuard device_guard(f0.device());
   const bool cl = f0.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
@@ -104,6 +107,9 @@ std::vector<at::Tensor> multilevel_backward_cuda(
                   grad.size(2) == output_size && grad.size(3) == output_size,
               kOp, ": grad must be [K, C, S, S] = [", rois.size(0), ", ", channels, ", ",
               output_size, ", ", output_size, "], got ", grad.sizes());
+  for (size_t l = 0; l < num_levels; ++l)
+    TORCH_CHECK(level_heights[l] > 0 && level_widths[l] > 0, kOp, ": level ", l,
+                " has an empty map (", level_heights[l], "x", level_widths[l], ")");
   c10::cuda::CUDAGuard device_guard(grad.device());
   const bool deterministic = cuda::deterministic_backward();
   std::vector<at::Tensor> grads;

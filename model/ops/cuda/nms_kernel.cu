@@ -1,6 +1,7 @@
 // CUDA kernels of mrcnn::nms and mrcnn::batched_nms on the segmented NMS of nms_segmented.cuh.
-// Both need the number of kept boxes on the host (the result's size): one synchronization each,
-// as torchvision's CUDA nms.
+// Both need the number of kept boxes on the host (the result's size), as torchvision's CUDA nms:
+// nms synchronizes once; batched_nms three times (unique_consecutive's number of categories, the
+// longest category's length, the kept count). The model calls them at inference only.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

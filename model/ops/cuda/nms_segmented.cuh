@@ -30,15 +30,6 @@ namespace mrcnn::ops::cuda {
 inline constexpr int kNmsBlock = 64;  // bits per mask word
 inline constexpr int kNmsReduceThreads = 128;
 
-__device__ inline float rn_mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline float rn_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline float rn_sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline float rn_div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double rn_mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline double rn_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline double rn_sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline double rn_div(double a, double b) { return __ddiv_rn(a, b); }
-
 template <typename T>
 __device__ inline bool iou_above(const T* a, const T* b, T threshold) {
   const T left = max(a[0], b[0]);

@@ -49,9 +49,11 @@ struct DecodeParams {
 };
 
 // BoxCoder(1, 1, 1, 1).decode, clip to the true image size, small-box and score filters, with
-// explicitly rounded arithmetic (no fused multiply-add): the CPU kernel's values.
+// explicitly rounded arithmetic (no fused multiply-add) and exp rounded as the host's libm rounds
+// it (cuda_helpers.h): the CPU kernel's values.
 template <typename T>
 __global__ void decode_kernel(int64_t total, DecodeParams<T> p) {
+  using cuda::exp_like_host;
   using cuda::rn_add;
   using cuda::rn_div;
   using cuda::rn_mul;
@@ -76,8 +78,8 @@ __global__ void decode_kernel(int64_t total, DecodeParams<T> p) {
     const T dh = d[3 * p.dsc] > p.clip ? p.clip : d[3 * p.dsc];
     const T pred_ctr_x = rn_add(rn_mul(d[0], widths), ctr_x);
     const T pred_ctr_y = rn_add(rn_mul(d[p.dsc], heights), ctr_y);
-    const T half_w = rn_mul(half, rn_mul(exp(dw), widths));
-    const T half_h = rn_mul(half, rn_mul(exp(dh), heights));
+    const T half_w = rn_mul(half, rn_mul(exp_like_host(dw), widths));
+    const T half_h = rn_mul(half, rn_mul(exp_like_host(dh), heights));
     T x1 = rn_sub(pred_ctr_x, half_w), y1 = rn_sub(pred_ctr_y, half_h);
     T x2 = rn_add(pred_ctr_x, half_w), y2 = rn_add(pred_ctr_y, half_h);
     const bool nan = isnan(x1) || isnan(y1) || isnan(x2) || isnan(y2);
@@ -93,7 +95,7 @@ __global__ void decode_kernel(int64_t total, DecodeParams<T> p) {
     x2 = min(max(x2, static_cast<T>(0)), img_w);
     y1 = min(max(y1, static_cast<T>(0)), img_h);
     y2 = min(max(y2, static_cast<T>(0)), img_h);
-    const T prob = rn_div(static_cast<T>(1), rn_add(static_cast<T>(1), exp(-p.top_logit[n * p.k + j])));
+    const T prob = rn_div(static_cast<T>(1), rn_add(static_cast<T>(1), exp_like_host(-p.top_logit[n * p.k + j])));
     const int64_t o = (n * p.num_levels + p.level) * p.capacity + j;
     p.boxes[4 * o + 0] = x1;
     p.boxes[4 * o + 1] = y1;
@@ -137,7 +139,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> generate_proposals_cuda(
   }
   // Through pinned memory: a plain copy from pageable memory would wait for the device.
   const at::Tensor sizes =
-      (image_sizes.is_cuda() ? image_sizes.to(at::kLong) : copy_to_device_async(image_sizes.to(at::kLong), o0.device()))
+      (image_sizes.is_cuda() ? image_sizes.to(o0.device(), at::kLong) : copy_to_device_async(image_sizes.to(at::kLong), o0.device()))
           .contiguous();
   at::Tensor boxes_all = at::zeros({batch, num_levels, capacity, 4}, opts);
   at::Tensor probs_all = at::zeros({batch, num_levels, capacity}, opts);

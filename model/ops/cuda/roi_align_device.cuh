@@ -75,12 +75,13 @@ __device__ inline RoiGeometry<T> roi_geometry(const T* roi, T spatial_scale, int
   g.batch = static_cast<int>(roi[0]);
   // Do not round: this implementation detail is critical (torchvision).
   const T offset = aligned ? static_cast<T>(0.5) : static_cast<T>(0.0);
-  const T start_w = roi[1] * spatial_scale - offset;
-  const T start_h = roi[2] * spatial_scale - offset;
-  const T end_w = roi[3] * spatial_scale - offset;
-  const T end_h = roi[4] * spatial_scale - offset;
-  T roi_w = end_w - start_w;
-  T roi_h = end_h - start_h;
+  // Rounded as the CPU rounds: a fused multiply-add here could move the adaptive grid's ceil.
+  const T start_w = rn_sub(rn_mul(roi[1], spatial_scale), offset);
+  const T start_h = rn_sub(rn_mul(roi[2], spatial_scale), offset);
+  const T end_w = rn_sub(rn_mul(roi[3], spatial_scale), offset);
+  const T end_h = rn_sub(rn_mul(roi[4], spatial_scale), offset);
+  T roi_w = rn_sub(end_w, start_w);
+  T roi_h = rn_sub(end_h, start_h);
   if (!aligned) {
     roi_w = roi_w > static_cast<T>(1) ? roi_w : static_cast<T>(1);
     roi_h = roi_h > static_cast<T>(1) ? roi_h : static_cast<T>(1);
@@ -106,8 +107,8 @@ __device__ inline RoiGeometry<T> roi_geometry(const T* roi, T spatial_scale, int
 // as the forward computes it.
 template <typename T>
 __device__ inline T sample_coord(T start, T bin, int p, int i, int grid) {
-  return start + static_cast<T>(p) * bin +
-         static_cast<T>(i + .5f) * bin / static_cast<T>(grid);
+  return rn_add(rn_add(start, rn_mul(static_cast<T>(p), bin)),
+                rn_div(rn_mul(static_cast<T>(i + .5f), bin), static_cast<T>(grid)));
 }
 
 // One axis of the bilinear sample: low/high pixel and weights; false when outside [-1, size].
@@ -175,7 +176,8 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
                static_cast<Acc>(ly * hx) * v3 + static_cast<Acc>(ly * lx) * v4;
       }
     }
-    const int count = max(g.grid_h * g.grid_w, 1);
+    // In 64 bits: each side of the grid may reach 2^20.
+    const int64_t count = max(static_cast<int64_t>(g.grid_h) * g.grid_w, int64_t{1});
     *out = static_cast<T>(sum / static_cast<Acc>(count));
   }
 }
@@ -204,7 +206,7 @@ __global__ void roi_align_backward_atomic_kernel(int64_t nthreads, const T* grad
       atomicOr(levels.fault, kFaultRoiBox);
       continue;
     }
-    const int count = g.grid_h * g.grid_w;
+    const int64_t count = static_cast<int64_t>(g.grid_h) * g.grid_w;
     if (count == 0) continue;
     const T grad_bin = grad[k * gsn + c * gsc + ph * gsh + pw * gsw];
     T* plane = lv.data + g.batch * lv.sn + c * lv.sc;
@@ -327,7 +329,7 @@ __global__ void __launch_bounds__(kGatherThreads) roi_align_backward_gather_kern
         const int64_t kk = hits[h];
         const RoiGeometry<T> g = roi_geometry<T>(rois + kk * 5, scale, pooled_height,
                                                  pooled_width, sampling_ratio, aligned);
-        const T cnt = static_cast<T>(g.grid_h * g.grid_w);
+        const T cnt = static_cast<T>(static_cast<int64_t>(g.grid_h) * g.grid_w);
         if (g.batch != n) continue;  // the hit test admitted only RoIs of image n
         // Rows j = ph * grid_h + iy whose sample lies within 2 pixels of y (a tap reaches one
         // pixel, the rest is slack for rounding); each candidate is then recomputed exactly and
@@ -396,7 +398,7 @@ __device__ inline int64_t fpn_level_device(const T* box, int64_t k_min, int64_t 
   static_assert(std::is_floating_point_v<T>, "levels are computed in float or double");
   const T area = (box[2] - box[0]) * (box[3] - box[1]);
   const T s = sqrt(area);
-  const T k = floor(static_cast<T>(canonical_level) + log2(s / static_cast<T>(canonical_scale)) +
+  const T k = floor(static_cast<T>(canonical_level) + log2_like_host(s / static_cast<T>(canonical_scale)) +
                     static_cast<T>(1e-6));
   if (!(k >= static_cast<T>(k_min))) return 0;
   if (k >= static_cast<T>(k_max)) return k_max - k_min;

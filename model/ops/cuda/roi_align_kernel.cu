@@ -38,6 +38,9 @@ at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& roi
                                 input.options(),
                                 cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   if (output.numel() == 0) return output;
+  // As on the CPU: an empty map has no pixel to sample (its last row would be row -1).
+  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, kOp, ": input has an empty feature map ",
+              input.sizes());
   const at::Tensor rois_c = rois.contiguous();
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward_cuda", [&] {
     cuda::LevelViews<scalar_t> views;

@@ -4,10 +4,12 @@
 // in a build without the project's CUDA kernels; the fault-word tests on the CPU always run.
 //
 // Tolerances: the CUDA kernels follow the CPU kernels expression for expression. The proposal
-// decode and mask paste use explicitly rounded arithmetic (equal results expected); RoIAlign lets
-// nvcc fuse multiply-adds, as torchvision's CUDA kernel does, so its sampling points may differ
-// from the CPU's by an ulp: float32 within 1e-5 forward and 1e-4 backward (torchvision's own
-// tolerances), float64 within 1e-10. Index outputs (NMS keeps, proposal counts) must be equal.
+// decode and mask paste use explicitly rounded arithmetic and exp as the host rounds it (equal
+// results expected); RoIAlign computes its RoI geometry, adaptive grids and sampling points with
+// explicitly rounded arithmetic too (the same points as the CPU), but lets nvcc fuse the
+// interpolation's multiply-adds, as torchvision's CUDA kernel does: float32 within 1e-5 forward
+// and 1e-4 backward (torchvision's own tolerances), float64 within 1e-10. Index outputs (NMS
+// keeps, proposal counts) must be equal.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -146,6 +148,37 @@ TEST_F(OpsCuda, DeterministicBackwardIsBitwiseRepeatableAndMatchesTheCpu) {
     EXPECT_TRUE(at::equal(a[i], b[i])) << "output " << i << " differs between two CUDA runs";
     expect_close(a[i], cpu[i], 1e-4, 1e-4, "output " + std::to_string(i) + " vs CPU");
   }
+}
+
+// The multilevel op with the atomic backward (deterministic mode off) and the adaptive sampling
+// grid (sampling_ratio 0: ceil(RoI size / bins) points per bin), aligned, on contiguous and
+// channels-last maps: the same grids as the CPU, values within the float32 tolerances.
+TEST_F(OpsCuda, MultilevelAdaptiveGridAndAtomicBackwardMatchTheCpu) {
+  at::globalContext().setDeterministicAlgorithms(false, false);
+  for (const bool channels_last : {false, true}) {
+    SCOPED_TRACE(channels_last ? "channels-last" : "contiguous");
+    std::vector<at::Tensor> feats;
+    for (int64_t s : {4, 8, 16, 32}) {
+      at::Tensor f = at::randn({2, 8, 512 / s, 640 / s});
+      feats.push_back(channels_last ? f.contiguous(at::MemoryFormat::ChannelsLast) : f);
+    }
+    const std::vector<double> scales = infer_spatial_scales(feats, 512, 640);
+    const at::Tensor rois = random_rois(200, 2, 400, at::kFloat);
+    auto run = [&](at::Device device) {
+      std::vector<at::Tensor> leaves;
+      for (const at::Tensor& f : feats) leaves.push_back(f.to(device).detach().requires_grad_(true));
+      const at::Tensor out = multilevel_roi_align(leaves, rois.to(device), 7, 0, true, scales);
+      out.mul(at::arange(out.numel(), out.options()).view(out.sizes()).remainder(7)).sum().backward();
+      std::vector<at::Tensor> r{out.detach().cpu()};
+      for (const at::Tensor& l : leaves) r.push_back(l.grad().cpu());
+      return r;
+    };
+    const auto g = run(gpu), c = run(at::kCPU);
+    expect_close(g[0], c[0], 1e-5, 1e-5, "output");
+    for (size_t i = 1; i < g.size(); ++i)
+      expect_close(g[i], c[i], 1e-4, 1e-4, "gradient of level " + std::to_string(i - 1));
+  }
+  check_device_faults(gpu, "valid RoIs");
 }
 
 TEST_F(OpsCuda, NmsKeepsWhatTheCpuKeeps) {
