@@ -282,6 +282,11 @@ void validate(const SystemConfig& c) {
   if (sd.contains("division") && sd["division"] != c.submission.division)
     throw ConfigError(c.file + ": system.division (" + sd["division"].dump() + ") differs from submission.division (\"" +
                       c.submission.division + "\")");
+  // "cuda:N" names one GPU for every rank; ranks sharing a node each take their own ("cuda").
+  if (device.starts_with("cuda:") && c.launch.ranks_per_node > 1)
+    fail_at(c, "run.device",
+            "\"" + device + "\" would put all " + std::to_string(c.launch.ranks_per_node) +
+                " ranks of a node on one GPU; use \"cuda\" (each rank takes the GPU of its index on the node)");
   if (c.launch.communicator == "nccl" && !device.starts_with("cuda"))
     fail_at(c, "launch.communicator",
             "\"nccl\" needs run.device \"cuda\" (each rank takes the GPU of its index on the node), not \"" + device +

@@ -22,10 +22,11 @@
 // stay on the host, as the harness keeps them), --mrcnn_precision=fp32|bf16|fp16 and
 // --mrcnn_channels_last=0|1 override options.json. Every step ends with a device synchronize
 // before its time is taken; the report adds "syncs_per_step" (host synchronizations LibTorch made
-// inside each timed step, counted by train::SyncCounter; 0 on the CPU) and, on a GPU,
+// inside one more, untimed step, counted by train::SyncCounter; 0 on the CPU) and, on a GPU,
 // "peak_gpu_mb" (the caching allocator's peak). The optimizer is the harness's train::Sgd
 // (multi-tensor updates) with torch.optim.SGD's semantics: momentum 0.9, weight decay 1e-4 on
-// every parameter, lr 0.002.
+// every parameter, lr 0.002; as the harness's trainer, each step reads its loss and overflow flag
+// once and, in float16, scales the loss (train::LossScaler; torchvision's side: GradScaler).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -36,6 +37,7 @@
 #include <torch/cuda.h>
 #if MRCNN_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 #include <torch/version.h>
 
@@ -46,10 +48,12 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "benchmark/run/host_memory.h"
+#include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/sgd.h"
 #include "benchmark/train/sync_counter.h"
 #include "model/flop_count.h"
@@ -131,13 +135,16 @@ ModelOptions small_options() {
 struct Trainer {
   MaskRCNN model;
   mrcnn::train::Sgd sgd;
+  // float16: the harness's dynamic loss scaling (torchvision's side uses GradScaler).
+  mrcnn::train::LossScaler scaler;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
   std::map<std::string, int64_t> counts;  // of the last step
-  std::vector<int64_t> syncs;             // host synchronizations inside each step
+  std::vector<int64_t> syncs;             // host synchronizations of each counted step
 
-  explicit Trainer(MaskRCNN m)
+  explicit Trainer(MaskRCNN m, bool float16 = false)
       : model(std::move(m)),
-        sgd(trainable(model), {.momentum = 0.9, .weight_decay = 1e-4, .bias_lr_factor = 1.0, .bias_weight_decay = 1e-4}) {}
+        sgd(trainable(model), {.momentum = 0.9, .weight_decay = 1e-4, .bias_lr_factor = 1.0, .bias_weight_decay = 1e-4}),
+        scaler({.enabled = float16}) {}
 
   static std::vector<mrcnn::train::NamedParameter> trainable(const MaskRCNN& m) {
     std::vector<mrcnn::train::NamedParameter> p;
@@ -146,10 +153,15 @@ struct Trainer {
     return p;
   }
 
-  double step(const Batch& batch) {
+  // One step as the harness's trainer runs it: forward, backward of the (scaled) loss, unscale
+  // and check on the device, one read of the loss and the overflow flag, SGD unless the flag is
+  // set. With count_syncs, LibTorch's sync debug mode counts its host synchronizations (timed
+  // steps leave it off: it costs host time per sync, more on the side that syncs more).
+  double step(const Batch& batch, bool count_syncs = false) {
     const bool gpu = batch.images.is_cuda();
     if (gpu) torch::cuda::synchronize();
-    mrcnn::train::SyncCounter counter;
+    std::optional<mrcnn::train::SyncCounter> counter;
+    if (count_syncs) counter.emplace();
     const auto t0 = std::chrono::steady_clock::now();
     sgd.zero_grad();
     at::Tensor loss;
@@ -162,13 +174,18 @@ struct Trainer {
     }
     {
       RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
-      loss.backward();
+      scaler.scale_loss(loss).backward();
     }
     {
       RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
-      sgd.step(0.002);
+      const at::Tensor found_inf = scaler.unscale(sgd.parameters());
+      const at::Tensor host =
+          at::cat({loss.detach().to(at::kFloat).reshape({1}), found_inf.to(loss.device()).reshape({1})}).cpu();
+      const bool finite = host.data_ptr<float>()[1] == 0;
+      scaler.update(!finite);
+      if (finite) sgd.step(0.002);
     }
-    syncs.push_back(counter.count());  // before the synchronize that ends the timed step
+    if (counter) syncs.push_back(counter->count());  // before the synchronize that ends the step
     if (gpu) torch::cuda::synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const auto& [name, c] : count_tensors) counts[name] = c.item<int64_t>();
@@ -226,33 +243,42 @@ double median_seconds(F&& fn, int min_reps, double min_seconds) {
   return t[t.size() / 2];
 }
 
-// One shape of the step run alone: its rate forward (and, for a convolution, backward: input and
-// weight gradients) on random data of the same shape, layout and type.
-nlohmann::json roofline_entry(const OpShape& s, const std::string& role) {
+// One shape of the step run alone on the step's device: its rate forward (and, for a convolution,
+// backward: input and weight gradients) on random data of the same shape, layout and type; on a
+// GPU each call waits for its kernels.
+nlohmann::json roofline_entry(const OpShape& s, const std::string& role, const at::Device& device) {
   nlohmann::json e = {{"role", role}, {"shape", s.describe()}, {"stage", s.stage}, {"calls", s.calls},
                       {"step_flops", s.flops}, {"flops_per_call", s.flops_per_call()}};
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto wait = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
   if (s.kind == OpShape::Kind::kMatmul) {
-    const at::Tensor a = at::randn({s.input[0], s.input[1], s.input[2]}, gen);
-    const at::Tensor b = at::randn({s.weight[0], s.weight[1], s.weight[2]}, gen);
-    const double sec = s.input[0] == 1 ? median_seconds([&] { at::mm(a[0], b[0]); }, 5, 0.5)
-                                       : median_seconds([&] { at::bmm(a, b); }, 5, 0.5);
+    const at::Tensor a = at::randn({s.input[0], s.input[1], s.input[2]}, gen).to(device);
+    const at::Tensor b = at::randn({s.weight[0], s.weight[1], s.weight[2]}, gen).to(device);
+    const double sec = s.input[0] == 1 ? median_seconds([&] { at::mm(a[0], b[0]); wait(); }, 5, 0.5)
+                                       : median_seconds([&] { at::bmm(a, b); wait(); }, 5, 0.5);
     e["forward_gflops"] = s.flops_per_call() / sec / 1e9;
     return e;
   }
-  at::Tensor x = at::randn(s.input, gen), w = at::randn(s.weight, gen);
+  at::Tensor x = at::randn(s.input, gen).to(device), w = at::randn(s.weight, gen).to(device);
   if (s.channels_last) {
     x = x.contiguous(at::MemoryFormat::ChannelsLast);
     w = w.contiguous(at::MemoryFormat::ChannelsLast);
   }
   at::Tensor y;
   const double fwd = median_seconds(
-      [&] { y = at::convolution(x, w, {}, s.stride, s.padding, s.dilation, s.transposed, {0, 0}, s.groups); }, 3, 1.0);
+      [&] {
+        y = at::convolution(x, w, {}, s.stride, s.padding, s.dilation, s.transposed, {0, 0}, s.groups);
+        wait();
+      },
+      3, 1.0);
   const at::Tensor gy = at::randn_like(y);
   const double bwd = median_seconds(
       [&] {
         at::convolution_backward(gy, x, w, std::nullopt, s.stride, s.padding, s.dilation, s.transposed, {0, 0},
                                  s.groups, {true, true, false});
+        wait();
       },
       3, 1.0);
   e["forward_gflops"] = s.flops_per_call() / fwd / 1e9;
@@ -269,6 +295,7 @@ nlohmann::json cells_json(const FlopCounter& counter) {
 }
 
 nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too) {
+  const at::Device device = batch.images.device();
   FlopCounter counter;
   counter.start();
   const double counted_seconds = t.step(batch);
@@ -285,13 +312,13 @@ nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too) {
     const bool is_conv = s.kind == OpShape::Kind::kConvolution && s.weight.size() == 4 && !s.transposed;
     if (is_conv && s.weight[2] == 3 && s.weight[3] == 3 && conv3 < 3) {
       ++conv3;
-      roofline.push_back(roofline_entry(s, "conv3x3"));
+      roofline.push_back(roofline_entry(s, "conv3x3", device));
     } else if (is_conv && s.weight[2] == 1 && s.weight[3] == 1 && conv1 < 1) {
       ++conv1;
-      roofline.push_back(roofline_entry(s, "conv1x1"));
+      roofline.push_back(roofline_entry(s, "conv1x1", device));
     } else if (s.kind == OpShape::Kind::kMatmul && mm < 1) {
       ++mm;
-      roofline.push_back(roofline_entry(s, "gemm"));
+      roofline.push_back(roofline_entry(s, "gemm", device));
     }
   }
   return {{"total_flops", counter.total_flops()}, {"counted_step_seconds", counted_seconds},
@@ -316,7 +343,11 @@ int drive(const std::map<std::string, std::string>& flags) {
     // As the data loader delivers it (data::batch_to): the metadata stays on the host.
     for (at::Tensor* t : {&batch.images, &batch.gt_boxes, &batch.gt_labels}) *t = t->to(device);
   }
-  Trainer t(model);
+#if MRCNN_HAVE_CUDA
+  // The current device: torch::cuda::synchronize() and the allocator's statistics follow it.
+  if (device.is_cuda()) c10::cuda::set_device(device.index() < 0 ? 0 : device.index());
+#endif
+  Trainer t(model, run_options.precision == Precision::kFloat16);
   const double setup_rss = current_rss_mb();
   const int warmup = flags.count("warmup") ? std::stoi(flags.at("warmup")) : 1;
   const int steps = flags.count("steps") ? std::stoi(flags.at("steps")) : 3;
@@ -334,10 +365,11 @@ int drive(const std::map<std::string, std::string>& flags) {
 #if MRCNN_HAVE_CUDA
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
 #endif
-  t.syncs.clear();
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(t.step(batch));
   const double peak = peak_rss_mb();
+  t.syncs.clear();
+  t.step(batch, /*count_syncs=*/true);  // one more step, untimed, its syncs counted
   double peak_gpu_mb = 0;
 #if MRCNN_HAVE_CUDA
   if (device.is_cuda()) {
@@ -352,9 +384,11 @@ int drive(const std::map<std::string, std::string>& flags) {
     const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
                                                        /*report_input_shapes=*/shapes,
                                                        /*profile_memory=*/memory);
-    const std::set<torch::profiler::impl::ActivityType> cpu{torch::profiler::impl::ActivityType::CPU};
-    prepareProfiler(config, cpu);
-    enableProfiler(config, cpu);
+    // On a GPU the kernels too: the host's activity alone would show launch times.
+    std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
+    if (device.is_cuda()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
+    prepareProfiler(config, activities);
+    enableProfiler(config, activities);
     t.step(batch);
     disableProfiler()->save(flags.at("trace"));
   }

@@ -26,10 +26,13 @@ Configurations:
          128x128, 300 proposals and 32 RoIs per image: the demo's small model.
 
 On a GPU (--device cuda): both sides train there, under autocast when --precision is bf16 or
-fp16 (torchvision with torch.autocast and, for fp16, a GradScaler: the usual AMP recipe), each
-step timed between two device synchronizations; reported besides images/s: the peak GPU memory
-(the caching allocator's) and the host synchronizations inside each step (LibTorch's sync debug
-mode: torch.cuda.set_sync_debug_mode("warn") for torchvision, train::SyncCounter for ours).
+fp16 (for fp16 with loss scaling: torchvision with torch.autocast and a GradScaler, the usual AMP
+recipe; ours with the harness's LossScaler, its step reading the loss and overflow flag once as
+the harness's trainer does), each step timed between two device synchronizations; reported
+besides images/s: the peak GPU memory (the caching allocator's) and the host synchronizations of
+one more, untimed step (LibTorch's sync debug mode: torch.cuda.set_sync_debug_mode("warn") for
+torchvision, train::SyncCounter for ours; the mode costs host time per sync, so timed steps run
+without it).
 --batch N sets the images per step; --channels-last 0|1 sets our layout switch and torchvision's
 memory format (default: on for both on a GPU; ours only on the CPU, as before).
 
@@ -264,13 +267,16 @@ def torchvision_worker(args):
 
     syncs = []
 
-    def step():
+    def step(count_syncs=False):
+        """One step; with count_syncs, the sync debug mode counts its host synchronizations
+        (timed steps leave it off: each sync's warning costs host time, more on the side that
+        syncs more)."""
         import warnings
         if cuda:
             torch.cuda.synchronize()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if cuda:
+            if cuda and count_syncs:
                 torch.cuda.set_sync_debug_mode("warn")
             t0 = time.perf_counter()
             sgd.zero_grad()
@@ -285,9 +291,10 @@ def torchvision_worker(args):
                     scaler.update()
                 else:
                     sgd.step()
-            if cuda:
+            if cuda and count_syncs:
                 torch.cuda.set_sync_debug_mode("default")
-        syncs.append(sum("synchronizing CUDA operation" in str(w.message) for w in caught))
+        if count_syncs:
+            syncs.append(sum("synchronizing CUDA operation" in str(w.message) for w in caught))
         if cuda:
             torch.cuda.synchronize()
         return time.perf_counter() - t0
@@ -297,11 +304,14 @@ def torchvision_worker(args):
         step()
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    syncs.clear()
     times = [step() for _ in range(args.steps)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    step(count_syncs=True)  # one more step, untimed, its syncs counted
     if args.trace:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:  # the kernels too: the host's activity alone would show launch times
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as prof:
             step()
         prof.export_chrome_trace(args.trace)
     report = {"step_seconds": times, "setup_rss_mb": setup_rss, "peak_rss_mb": peak,

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/ops/host_copy.h"
+
 namespace mrcnn::ops {
 namespace {
 
@@ -95,27 +97,18 @@ std::vector<at::Tensor> AnchorGenerator::operator()(
                                   "; expected sizes > 0");
     }
     // torchvision: integer strides, shifts = arange(grid) * stride (int64), then
-    // (shifts[:, None, :] + cell[None, :, :]) in float32.
+    // (shifts[:, None, :] + cell[None, :, :]) in float32. Built where they are used: on a GPU
+    // from the cell anchors (copied without blocking) and aranges, with no host loop and no
+    // blocking copy of the grid's anchors.
     const int64_t stride_h = image_size[0] / gh;
     const int64_t stride_w = image_size[1] / gw;
-    const at::Tensor& cell = cell_anchors_[l];
-    const int64_t a = cell.size(0);
-    at::Tensor anchors = at::empty({gh * gw * a, 4}, at::TensorOptions().dtype(at::kFloat));
-    float* p = anchors.mutable_data_ptr<float>();
-    const float* c = cell.const_data_ptr<float>();
-    for (int64_t y = 0; y < gh; ++y) {
-      const float sy = static_cast<float>(y * stride_h);
-      for (int64_t x = 0; x < gw; ++x) {
-        const float sx = static_cast<float>(x * stride_w);
-        for (int64_t k = 0; k < a; ++k) {
-          *p++ = sx + c[4 * k + 0];
-          *p++ = sy + c[4 * k + 1];
-          *p++ = sx + c[4 * k + 2];
-          *p++ = sy + c[4 * k + 3];
-        }
-      }
-    }
-    out.push_back(anchors.to(options.device_opt().value_or(at::kCPU)));
+    const at::Device device = options.device_opt().value_or(at::kCPU);
+    const at::Tensor cell = copy_to_device_async(cell_anchors_[l], device);  // [A, 4]
+    const auto i64 = at::TensorOptions().dtype(at::kLong).device(device);
+    const at::Tensor sy = at::arange(gh, i64).mul_(stride_h).to(at::kFloat).view({gh, 1}).expand({gh, gw});
+    const at::Tensor sx = at::arange(gw, i64).mul_(stride_w).to(at::kFloat).view({1, gw}).expand({gh, gw});
+    const at::Tensor shifts = at::stack({sx, sy, sx, sy}, 2).view({gh * gw, 1, 4});
+    out.push_back((shifts + cell.unsqueeze(0)).view({-1, 4}));
   }
   return out;
 }

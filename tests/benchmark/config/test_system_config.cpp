@@ -139,6 +139,12 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"launch.ranks_per_node=3"}).find("not divisible"), std::string::npos);
   EXPECT_NE(error_of({"launch.communicator=\"nccl\""}).find("needs run.device \"cuda\""), std::string::npos);
   EXPECT_NE(error_of({"launch.communicator=\"gloo\""}).find("launch.communicator"), std::string::npos);
+  // One named GPU serves one rank per node; eight ranks would share it.
+  EXPECT_NE(error_of({"run.device=\"cuda:1\""}, "aws-p3.16xlarge.json")
+                .find("run.device: \"cuda:1\" would put all 8 ranks of a node on one GPU"),
+            std::string::npos)
+      << error_of({"run.device=\"cuda:1\""}, "aws-p3.16xlarge.json");
+  EXPECT_EQ(error_of({"run.device=\"cuda:1\""}), "");
   EXPECT_NE(error_of({"launch.host_memory=\"keep\""}).find("launch.host_memory"), std::string::npos);
 }
 
