@@ -97,6 +97,13 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
+  // NCCL reads and writes this rank's GPU only: a tensor on another one is a setup error.
+  void check_device(const at::Tensor& t) const {
+    if (t.is_cuda() && t.device() != device_)
+      throw std::runtime_error("NCCL communicator: a tensor on " + t.device().str() + ", this rank uses " +
+                               device_.str());
+  }
+
   std::string backend() const override { return "nccl"; }
   int rank() const override { return mpi_->rank(); }
   int world_size() const override { return mpi_->world_size(); }
@@ -107,9 +114,7 @@ class NcclCommunicator final : public Communicator {
     // GPU tensors through NCCL on the device; CPU values (losses, flags) through MPI, after them.
     std::vector<at::Tensor> gpu, host;
     for (const auto& t : tensors) {
-      if (t.is_cuda() && t.device() != device_)
-        throw std::runtime_error("NCCL communicator: a tensor on " + t.device().str() + ", this rank uses " +
-                                 device_.str());
+      check_device(t);
       (t.is_cuda() ? gpu : host).push_back(t);  // handles: results land in the callers' tensors
     }
     reduce_in_buckets(gpu, bucket_bytes, [this](at::Tensor buffer) {
@@ -131,6 +136,7 @@ class NcclCommunicator final : public Communicator {
         mpi_->broadcast(one, root);
         continue;
       }
+      check_device(t);
       at::Tensor c = t.contiguous();
       c10::cuda::CUDAGuard guard(device_);
       const auto watched = dog_->watch("NCCL broadcast");
@@ -146,6 +152,7 @@ class NcclCommunicator final : public Communicator {
   // (an event between the two); wait() makes the caller's stream wait for the sum. No host sync.
   std::unique_ptr<PendingSum> start_allreduce_sum(at::Tensor buffer) override {
     if (!buffer.is_cuda() || !buffer.is_contiguous()) return Communicator::start_allreduce_sum(std::move(buffer));
+    check_device(buffer);
     c10::cuda::CUDAGuard guard(device_);
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
     if (!comm_stream_) comm_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index());
