@@ -13,6 +13,9 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#ifdef MRCNN_HAVE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include <string>
 #include <vector>
@@ -220,6 +223,29 @@ ProposalInputs proposal_inputs() {
   in.anchors = gen(feats, {256, 320});
   in.sizes = torch::tensor({{256, 320}, {200, 240}}, at::kLong);
   return in;
+}
+
+// Anchors for GPU features are built on the GPU (aranges and the cell anchors): the same floats
+// as the CPU's, for every level, with no sync.
+TEST_F(OpsCuda, AnchorsBuiltOnTheGpuEqualTheCpusWithoutASync) {
+  const AnchorGenerator gen = AnchorGenerator::fpn_default();
+  std::vector<at::Tensor> cpu_feats, gpu_feats;
+  for (int64_t s : {4, 8, 16, 32, 64}) {
+    cpu_feats.push_back(at::zeros({1, 1, (800 + s - 1) / s, (1344 + s - 1) / s}));
+    gpu_feats.push_back(cpu_feats.back().to(gpu));
+  }
+  const auto cpu = gen(cpu_feats, {800, 1344});
+  std::vector<at::Tensor> on_gpu;
+#ifdef MRCNN_HAVE_CUDA
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  EXPECT_NO_THROW(on_gpu = gen(gpu_feats, {800, 1344})) << "building anchors synchronized";
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+#endif
+  ASSERT_EQ(on_gpu.size(), cpu.size());
+  for (size_t l = 0; l < cpu.size(); ++l) {
+    EXPECT_TRUE(on_gpu[l].is_cuda()) << "level " << l;
+    EXPECT_TRUE(at::equal(on_gpu[l].cpu(), cpu[l])) << "level " << l;
+  }
 }
 
 TEST_F(OpsCuda, ProposalsMatchTheCpu) {
