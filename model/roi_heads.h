@@ -10,7 +10,8 @@
 //                     ops::mask_targets (the ground-truth polygons cropped to the RoI), mean.
 // Inference: softmax scores, class-specific boxes decoded and clipped, score > threshold,
 // per-class NMS, the best detections_per_image, then the mask probabilities of each detection's
-// class.
+// class. Each image's result is its own, but the filters and NMS run once for the batch
+// (categories: image x class), so that a GPU reads the device a few times per batch.
 //
 // Parameter names: box_head.*, box_predictor.*, mask_head.*, mask_predictor.*.
 // Thread-safety: as any torch::nn::Module; forward_train mutates the sample streams.
