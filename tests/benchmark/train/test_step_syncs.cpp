@@ -1,0 +1,52 @@
+// How often the network's training step reads a GPU: once (both heads' sample counts, which
+// torchvision's draw needs on the host), whatever the batch size, also for a batch shape it has
+// not seen (anchors built on the device). Counted by train::SyncCounter; skipped without a GPU.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include <vector>
+
+#include "benchmark/train/sync_counter.h"
+#include "model/mask_rcnn.h"
+#include "tests/model/tiny.h"
+
+namespace mrcnn::train {
+namespace {
+
+using model::testing::make_batch;
+using model::testing::synthetic_image;
+
+model::Batch on_gpu(model::Batch b) {
+  // As the data loader delivers a batch: images and ground truth on the device, sizes, counts and
+  // polygons on the host.
+  for (at::Tensor* t : {&b.images, &b.gt_boxes, &b.gt_labels}) *t = t->to(at::kCUDA);
+  return b;
+}
+
+TEST(TrainingStepSyncs, OnCudaTheNetworkReadsTheDeviceOnceAStepAtAnyBatchSize) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the step's sync count is not measured";
+  model::MaskRCNN m(model::testing::tiny_options(), at::make_generator<at::CPUGeneratorImpl>(21));
+  m->to(at::kCUDA);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  // A first step warms up the libraries (cuDNN, cuBLAS, the allocator).
+  m->forward_train(on_gpu(make_batch({synthetic_image(96, 128, 3, 31)}, {1})), gen).total().backward();
+  for (const int images : {1, 2, 4}) {
+    std::vector<model::testing::SyntheticImage> list;
+    std::vector<int64_t> ids;
+    for (int i = 0; i < images; ++i) {
+      list.push_back(synthetic_image(80 + 16 * images, 112, 2 + i % 2, 40 + i));
+      ids.push_back(100 * images + i);
+    }
+    const model::Batch b = on_gpu(make_batch(list, ids));
+    SyncCounter counter;
+    ASSERT_TRUE(counter.watching_cuda());
+    const model::TrainOutput out = m->forward_train(b, gen);
+    out.total().backward();
+    EXPECT_EQ(counter.count(), 1) << images << " images of a new shape";
+  }
+}
+
+}  // namespace
+}  // namespace mrcnn::train
