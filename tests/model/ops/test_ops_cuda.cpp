@@ -131,6 +131,20 @@ TEST_F(OpsCuda, RoIAlignForwardAndBackwardMatchTheCpu) {
   check_device_faults(gpu, "valid RoIs");
 }
 
+// The 7x7 multilevel op on `device`: its output and every level's gradient of the output's sum
+// weighted by (element index mod weight_period), as CPU tensors.
+std::vector<at::Tensor> multilevel_output_and_grads(const std::vector<at::Tensor>& feats, const at::Tensor& rois,
+                                                    const std::vector<double>& scales, at::Device device,
+                                                    int64_t sampling_ratio, bool aligned, int64_t weight_period) {
+  std::vector<at::Tensor> leaves;
+  for (const at::Tensor& f : feats) leaves.push_back(f.to(device).detach().requires_grad_(true));
+  const at::Tensor out = multilevel_roi_align(leaves, rois.to(device), 7, sampling_ratio, aligned, scales);
+  out.mul(at::arange(out.numel(), out.options()).view(out.sizes()).remainder(weight_period)).sum().backward();
+  std::vector<at::Tensor> r{out.detach().cpu()};
+  for (const at::Tensor& l : leaves) r.push_back(l.grad().cpu());
+  return r;
+}
+
 TEST_F(OpsCuda, DeterministicBackwardIsBitwiseRepeatableAndMatchesTheCpu) {
   at::globalContext().setDeterministicAlgorithms(true, false);
   std::vector<at::Tensor> feats;
@@ -138,13 +152,7 @@ TEST_F(OpsCuda, DeterministicBackwardIsBitwiseRepeatableAndMatchesTheCpu) {
   const std::vector<double> scales = infer_spatial_scales(feats, 512, 640);
   const at::Tensor rois = random_rois(300, 2, 400, at::kFloat);
   auto run = [&](at::Device device) {
-    std::vector<at::Tensor> leaves;
-    for (const at::Tensor& f : feats) leaves.push_back(f.to(device).detach().requires_grad_(true));
-    const at::Tensor out = multilevel_roi_align(leaves, rois.to(device), 7, 2, false, scales);
-    out.mul(at::arange(out.numel(), out.options()).view(out.sizes()).remainder(13)).sum().backward();
-    std::vector<at::Tensor> r{out.detach().cpu()};
-    for (const at::Tensor& l : leaves) r.push_back(l.grad().cpu());
-    return r;
+    return multilevel_output_and_grads(feats, rois, scales, device, /*sampling_ratio=*/2, /*aligned=*/false, 13);
   };
   const auto a = run(gpu), b = run(gpu), cpu = run(at::kCPU);
   for (size_t i = 0; i < a.size(); ++i) {
@@ -168,13 +176,7 @@ TEST_F(OpsCuda, MultilevelAdaptiveGridAndAtomicBackwardMatchTheCpu) {
     const std::vector<double> scales = infer_spatial_scales(feats, 512, 640);
     const at::Tensor rois = random_rois(200, 2, 400, at::kFloat);
     auto run = [&](at::Device device) {
-      std::vector<at::Tensor> leaves;
-      for (const at::Tensor& f : feats) leaves.push_back(f.to(device).detach().requires_grad_(true));
-      const at::Tensor out = multilevel_roi_align(leaves, rois.to(device), 7, 0, true, scales);
-      out.mul(at::arange(out.numel(), out.options()).view(out.sizes()).remainder(7)).sum().backward();
-      std::vector<at::Tensor> r{out.detach().cpu()};
-      for (const at::Tensor& l : leaves) r.push_back(l.grad().cpu());
-      return r;
+      return multilevel_output_and_grads(feats, rois, scales, device, /*sampling_ratio=*/0, /*aligned=*/true, 7);
     };
     const auto g = run(gpu), c = run(at::kCPU);
     expect_close(g[0], c[0], 1e-5, 1e-5, "output");
