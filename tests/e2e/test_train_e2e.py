@@ -66,7 +66,10 @@ def main():
         total = (t["run_stop"] - t["run_start"]) / 1000
         assert abs(parts["total"] - total) < 1e-9, (parts, total)
         assert abs(sum(parts[k] for k in ("training", "inference", "final_score_wait", "other")) - total) < 1e-6, parts
-        assert parts["inference"] == sum(r["value"] for r in inference) and parts["training"] > parts["inference"] > 0
+        # (Which of training and inference takes longer depends on the machine's load: 0.5 s
+        # against 0.35 s alone, and the other way round once beside heavier tests.)
+        assert parts["inference"] == sum(r["value"] for r in inference) and parts["inference"] > 0, parts
+        assert parts["training"] > 0, parts
         assert parts["scoring_background"] > 0 and (tmp / "a.png").stat().st_size > 20000
         print("time to train {total:.2f} s = training {training:.2f} + inference {inference:.2f} + wait for the "
               "last score {final_score_wait:.2f} + other {other:.2f} (scoring in the background "
