@@ -81,7 +81,11 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
     RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true);
     // Both heads label their candidates before either draws, so that the counts the draws need
     // come to the host in one read. The RPN still draws first: the streams give the same samples.
-    const RPNLabels anchor_labels = rpn->label(feats, targets);
+    // The RPN's labels and losses are profiled as its stage, as when forward() computed them.
+    const RPNLabels anchor_labels = [&] {
+      RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
+      return rpn->label(feats, targets);
+    }();
     const RoICandidates candidates = roi_heads->label(proposals.proposals, targets);
     std::vector<at::Tensor> counts;
     {
@@ -89,7 +93,7 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
       counts = ops::BalancedPositiveNegativeSampler::read_counts({&anchor_labels.draw, &candidates.draw});
     }
     {
-      RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());
+      RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
       auto [objectness, box_reg] =
           rpn->losses(feats, anchor_labels, counts[0], targets, streams, &proposals.num_sampled);
       out.losses["loss_objectness"] = objectness;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/autograd.h>
 
 #include <limits>
@@ -143,6 +144,11 @@ std::vector<at::Tensor> RPNImpl::anchors(const std::vector<at::Tensor>& features
                               static_cast<int64_t>(options.dtype().toScalarType())};
   for (size_t l = 0; l < features.size(); ++l)
     key.insert(key.end(), {features[l].size(2), features[l].size(3), strides[l][0], strides[l][1]});
+  // On a GPU the anchors are built without blocking, on the current stream: an entry is ready for
+  // that stream's later work only, so the stream is part of the key (a clone of the module working
+  // on another stream builds its own).
+  if (!options.device().is_cpu())
+    key.push_back(c10::impl::VirtualGuardImpl(options.device().type()).getStream(options.device()).id());
   std::lock_guard lock(anchor_cache_->mutex);
   auto& entries = anchor_cache_->entries;
   for (auto it = entries.begin(); it != entries.end(); ++it) {
@@ -239,6 +245,9 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
 RPNLabels RPNImpl::label(const std::vector<at::Tensor>& features,
                          const std::vector<ImageTargets>& targets) const {
   RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());  // labelling is part of the loss
+  if (features.size() != options_.anchor_sizes.size())
+    throw std::invalid_argument("RPN: expected " + std::to_string(options_.anchor_sizes.size()) +
+                                " feature levels, got " + std::to_string(features.size()));
   if (features.empty() || static_cast<int64_t>(targets.size()) != features[0].size(0))
     throw std::invalid_argument("RPN: " + std::to_string(targets.size()) + " targets for a batch of " +
                                 std::to_string(features.empty() ? 0 : features[0].size(0)) + " images");
@@ -279,6 +288,12 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
   const int64_t a = num_anchors_;
   const at::Tensor& all_anchors = labels.anchors;
   const int64_t total = all_anchors.size(0);
+  int64_t expected = 0;
+  for (const at::Tensor& f : features) expected += f.size(2) * f.size(3) * a;
+  if (total != expected || static_cast<int64_t>(labels.matches.size()) != n)
+    throw std::invalid_argument("RPN: labels of " + std::to_string(labels.matches.size()) + " images and " +
+                                std::to_string(total) + " anchors for features of " + std::to_string(n) +
+                                " images and " + std::to_string(expected) + " anchors (label() them first)");
   const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
 
   // ---- the sample: every image's draw, image after image ------------------------------------

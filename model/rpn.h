@@ -72,9 +72,10 @@ class RPNImpl : public torch::nn::Module {
                     SampleStreams* streams = nullptr);
 
   // Anchors of every level for the features of a padded batch (one [H*W*A, 4] per level), on the
-  // features' device. Kept for the last few batch shapes (grids, strides, dtype, device): a batch
-  // of a shape seen recently reuses them instead of building them on the host and copying them
-  // over. The tensors are shared between calls: read them, never write to them.
+  // features' device, built there. Kept for the last few batch shapes (grids, strides, dtype,
+  // device and, on a GPU, the current stream, on which they were built without blocking): a batch
+  // of a shape seen recently reuses them. The tensors are shared between calls: read them, never
+  // write to them.
   std::vector<at::Tensor> anchors(const std::vector<at::Tensor>& features) const;
   // (stride_h, stride_w) of every level: the fixed anchor_strides, or torchvision's inference.
   std::vector<std::array<int64_t, 2>> anchor_strides(const std::vector<at::Tensor>& features) const;

@@ -243,25 +243,28 @@ double median_seconds(F&& fn, int min_reps, double min_seconds) {
   return t[t.size() / 2];
 }
 
-// One shape of the step run alone on the step's device: its rate forward (and, for a convolution,
-// backward: input and weight gradients) on random data of the same shape, layout and type; on a
-// GPU each call waits for its kernels.
-nlohmann::json roofline_entry(const OpShape& s, const std::string& role, const at::Device& device) {
-  nlohmann::json e = {{"role", role}, {"shape", s.describe()}, {"stage", s.stage}, {"calls", s.calls},
+// One shape of the step run alone on the step's device, in the dtype its convolutions and matrix
+// products ran in (the run's precision): its rate forward (and, for a convolution, backward: input
+// and weight gradients) on random data of the same shape and layout; on a GPU each call waits for
+// its kernels.
+nlohmann::json roofline_entry(const OpShape& s, const std::string& role, const at::Device& device,
+                              at::ScalarType dtype) {
+  nlohmann::json e = {{"role", role}, {"shape", s.describe()}, {"dtype", std::string(c10::toString(dtype))},
+                      {"stage", s.stage}, {"calls", s.calls},
                       {"step_flops", s.flops}, {"flops_per_call", s.flops_per_call()}};
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
   const auto wait = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
   if (s.kind == OpShape::Kind::kMatmul) {
-    const at::Tensor a = at::randn({s.input[0], s.input[1], s.input[2]}, gen).to(device);
-    const at::Tensor b = at::randn({s.weight[0], s.weight[1], s.weight[2]}, gen).to(device);
+    const at::Tensor a = at::randn({s.input[0], s.input[1], s.input[2]}, gen).to(device, dtype);
+    const at::Tensor b = at::randn({s.weight[0], s.weight[1], s.weight[2]}, gen).to(device, dtype);
     const double sec = s.input[0] == 1 ? median_seconds([&] { at::mm(a[0], b[0]); wait(); }, 5, 0.5)
                                        : median_seconds([&] { at::bmm(a, b); wait(); }, 5, 0.5);
     e["forward_gflops"] = s.flops_per_call() / sec / 1e9;
     return e;
   }
-  at::Tensor x = at::randn(s.input, gen).to(device), w = at::randn(s.weight, gen).to(device);
+  at::Tensor x = at::randn(s.input, gen).to(device, dtype), w = at::randn(s.weight, gen).to(device, dtype);
   if (s.channels_last) {
     x = x.contiguous(at::MemoryFormat::ChannelsLast);
     w = w.contiguous(at::MemoryFormat::ChannelsLast);
@@ -294,8 +297,12 @@ nlohmann::json cells_json(const FlopCounter& counter) {
   return cells;
 }
 
-nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too) {
+nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too, Precision precision) {
   const at::Device device = batch.images.device();
+  // Under autocast the convolutions and matrix products run in the reduced type.
+  const at::ScalarType dtype = precision == Precision::kFloat16    ? at::kHalf
+                               : precision == Precision::kBFloat16 ? at::kBFloat16
+                                                                   : at::kFloat;
   FlopCounter counter;
   counter.start();
   const double counted_seconds = t.step(batch);
@@ -312,13 +319,13 @@ nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too) {
     const bool is_conv = s.kind == OpShape::Kind::kConvolution && s.weight.size() == 4 && !s.transposed;
     if (is_conv && s.weight[2] == 3 && s.weight[3] == 3 && conv3 < 3) {
       ++conv3;
-      roofline.push_back(roofline_entry(s, "conv3x3", device));
+      roofline.push_back(roofline_entry(s, "conv3x3", device, dtype));
     } else if (is_conv && s.weight[2] == 1 && s.weight[3] == 1 && conv1 < 1) {
       ++conv1;
-      roofline.push_back(roofline_entry(s, "conv1x1", device));
+      roofline.push_back(roofline_entry(s, "conv1x1", device, dtype));
     } else if (s.kind == OpShape::Kind::kMatmul && mm < 1) {
       ++mm;
-      roofline.push_back(roofline_entry(s, "gemm", device));
+      roofline.push_back(roofline_entry(s, "gemm", device, dtype));
     }
   }
   return {{"total_flops", counter.total_flops()}, {"counted_step_seconds", counted_seconds},
@@ -404,7 +411,8 @@ int drive(const std::map<std::string, std::string>& flags) {
                            {"syncs_per_step", t.syncs}};
   if (device.is_cuda()) report["peak_gpu_mb"] = peak_gpu_mb;
   if (flags.count("flops")) {
-    nlohmann::json f = flop_report(t, batch, !flags.count("roofline") || flags.at("roofline") != "0");
+    nlohmann::json f =
+        flop_report(t, batch, !flags.count("roofline") || flags.at("roofline") != "0", run_options.precision);
     f["step_seconds"] = times;
     f["counts"] = t.counts;  // of the counted step
     f["first_step"] = first_step;
