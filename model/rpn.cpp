@@ -170,12 +170,16 @@ std::vector<at::Tensor> RPNImpl::anchors(const std::vector<at::Tensor>& features
   return out;
 }
 
-RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
-                           bool training, const std::vector<ImageTargets>* targets,
-                           SampleStreams* streams) {
+void RPNImpl::check_levels(const std::vector<at::Tensor>& features) const {
   if (features.size() != options_.anchor_sizes.size())
     throw std::invalid_argument("RPN: expected " + std::to_string(options_.anchor_sizes.size()) +
                                 " feature levels, got " + std::to_string(features.size()));
+}
+
+RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
+                           bool training, const std::vector<ImageTargets>* targets,
+                           SampleStreams* streams) {
+  check_levels(features);
   RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
   // The head runs on the full maps without a graph: proposals need every location but no
   // gradient. The losses look at a few hundred sampled anchors only, so they evaluate the head
@@ -245,9 +249,7 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
 RPNLabels RPNImpl::label(const std::vector<at::Tensor>& features,
                          const std::vector<ImageTargets>& targets) const {
   RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());  // labelling is part of the loss
-  if (features.size() != options_.anchor_sizes.size())
-    throw std::invalid_argument("RPN: expected " + std::to_string(options_.anchor_sizes.size()) +
-                                " feature levels, got " + std::to_string(features.size()));
+  check_levels(features);
   if (features.empty() || static_cast<int64_t>(targets.size()) != features[0].size(0))
     throw std::invalid_argument("RPN: " + std::to_string(targets.size()) + " targets for a batch of " +
                                 std::to_string(features.empty() ? 0 : features[0].size(0)) + " images");
@@ -288,12 +290,16 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
   const int64_t a = num_anchors_;
   const at::Tensor& all_anchors = labels.anchors;
   const int64_t total = all_anchors.size(0);
-  int64_t expected = 0;
-  for (const at::Tensor& f : features) expected += f.size(2) * f.size(3) * a;
-  if (total != expected || static_cast<int64_t>(labels.matches.size()) != n)
+  // Where each level's anchors start and end in the anchors of every level (location-major).
+  std::vector<int64_t> level_start, level_end;
+  for (const at::Tensor& c : features) {
+    level_start.push_back(level_end.empty() ? 0 : level_end.back());
+    level_end.push_back(level_start.back() + c.size(2) * c.size(3) * a);
+  }
+  if (total != level_end.back() || static_cast<int64_t>(labels.matches.size()) != n)
     throw std::invalid_argument("RPN: labels of " + std::to_string(labels.matches.size()) + " images and " +
                                 std::to_string(total) + " anchors for features of " + std::to_string(n) +
-                                " images and " + std::to_string(expected) + " anchors (label() them first)");
+                                " images and " + std::to_string(level_end.back()) + " anchors (label() them first)");
   const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
 
   // ---- the sample: every image's draw, image after image ------------------------------------
@@ -338,11 +344,6 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
   const at::Tensor anchor = sampled - image * total;
   // Each sampled anchor's level.
   const int64_t num_levels = static_cast<int64_t>(features.size());
-  std::vector<int64_t> level_start, level_end;
-  for (const at::Tensor& c : features) {
-    level_start.push_back(level_end.empty() ? 0 : level_end.back());
-    level_end.push_back(level_start.back() + c.size(2) * c.size(3) * a);
-  }
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   const at::Tensor ends = ops::copy_to_device_async(at::tensor(level_end, i64), anchor.device());
   const at::Tensor level_of = at::searchsorted(ends, anchor, /*out_int32=*/false, /*right=*/true);
@@ -351,6 +352,15 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
     return at::addmm(b_conv.to(patches.scalar_type()), patches.reshape({patches.size(0), -1}),
                      w_conv.to(patches.scalar_type()).t())
         .relu();
+  };
+  // Objectness of anchor `which` of each row, and its deltas.
+  auto logits_at = [&](const at::Tensor& rows, const at::Tensor& which) {
+    return (rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
+           b_cls.index_select(0, which).to(rows.scalar_type());
+  };
+  auto deltas_at = [&](const at::Tensor& rows, const at::Tensor& which) {
+    return at::bmm(w_box.index_select(0, which).to(rows.scalar_type()), rows.unsqueeze(2)).squeeze(2) +
+           b_box.index_select(0, which).to(rows.scalar_type());
   };
   std::vector<at::Tensor> logits, pred_deltas, label_parts, target_parts;
   const LossGather gather =
@@ -373,15 +383,10 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
       patches = l == 0 ? p : at::where((level_of == l).view({-1, 1, 1, 1}), p, patches);
     }
     const at::Tensor rows = head_rows(patches);
-    logits.push_back((rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
-                     b_cls.index_select(0, which).to(rows.scalar_type()));
+    logits.push_back(logits_at(rows, which));
     label_parts.push_back((at::arange(num, i64.device(anchor.device())) < num_pos).to(rows.scalar_type()));
     if (num_pos > 0) {
-      const at::Tensor pw = which.slice(0, 0, num_pos);
-      pred_deltas.push_back(at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),
-                                    rows.slice(0, 0, num_pos).unsqueeze(2))
-                                .squeeze(2) +
-                            b_box.index_select(0, pw).to(rows.scalar_type()));
+      pred_deltas.push_back(deltas_at(rows.slice(0, 0, num_pos), which.slice(0, 0, num_pos)));
       target_parts.push_back(targets_pos);
     }
   } else {
@@ -410,18 +415,12 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
       // [S_l, C]: strided reads, no copy of the map whatever its memory format.
       const at::Tensor rows =
           head_rows(full_precision(GatherPatches::apply(c, image.index_select(0, in_level), y, x)));
-      logits.push_back((rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
-                       b_cls.index_select(0, which).to(rows.scalar_type()));
+      logits.push_back(logits_at(rows, which));
       const at::Tensor is_pos = in_level < num_pos;
       label_parts.push_back(is_pos.to(rows.scalar_type()));
       const at::Tensor pos_rows = at::arange(positives_here, in_level.options());  // the first rows
       if (positives_here > 0) {
-        const at::Tensor pw = which.index_select(0, pos_rows);
-        pred_deltas.push_back(
-            at::bmm(w_box.index_select(0, pw).to(rows.scalar_type()),
-                    rows.index_select(0, pos_rows).unsqueeze(2))
-                .squeeze(2) +
-            b_box.index_select(0, pw).to(rows.scalar_type()));
+        pred_deltas.push_back(deltas_at(rows.index_select(0, pos_rows), which.index_select(0, pos_rows)));
         target_parts.push_back(targets_pos.index_select(0, in_level.index_select(0, pos_rows)));
       }
     }

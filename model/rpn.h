@@ -107,6 +107,8 @@ class RPNImpl : public torch::nn::Module {
 
  private:
   ops::BalancedPositiveNegativeSampler sampler() const;
+  // Throws std::invalid_argument unless there is one feature level per anchor size.
+  void check_levels(const std::vector<at::Tensor>& features) const;
 
   RPNOptions options_;
   int64_t num_anchors_;
