@@ -64,6 +64,7 @@ constexpr Rule kConfigRules[] = {
     {"run.data_dir", false, "a path alone does not change results (the data checksums in the fingerprint decide)"},
     {"run.checkpoint_every_epoch", false, "checkpoints are written outside the arithmetic"},
     {"run.cache_clear", false, "a log field"},
+    {"run.results_every_steps", false, "when the host reads the step results does not change the arithmetic"},
     {"run.eval_threads", false, kEvalThreads},
     {"data.loader_threads", false, kLoaderThreads},
     {"data.prefetch_batches", false, "prefetching does not change the batches"},

@@ -70,6 +70,7 @@ void fields(V& v, RunSettings& s) {
   v("checkpoint_every_epoch", s.checkpoint_every_epoch);
   v("initial_weights", s.initial_weights);
   v("cache_clear", s.cache_clear);
+  v("results_every_steps", s.results_every_steps, {.range = {.min = 1, .max = 100000}});
 }
 
 template <class V>

@@ -86,6 +86,10 @@ struct RunSettings {
   bool checkpoint_every_epoch = false;
   std::string initial_weights;     // safetensors to start from ("" = from scratch); may be partial
   bool cache_clear = false;        // drop the page cache before the run where permitted (logged: done or not)
+  // Steps between reads of the step results (losses, the float16 skip, GPU faults) from the
+  // device: 1 reads every step; N keeps N steps' on the device and reads them in one copy, a
+  // step without a host synchronization (train::TrainerOptions::results_every).
+  int64_t results_every_steps = 1;
 };
 
 struct DataSettings {

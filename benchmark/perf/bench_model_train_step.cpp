@@ -24,9 +24,10 @@
 // before its time is taken; the report adds "syncs_per_step" (host synchronizations LibTorch made
 // inside one more, untimed step, counted by train::SyncCounter; 0 on the CPU) and, on a GPU,
 // "peak_gpu_mb" (the caching allocator's peak). The optimizer is the harness's train::Sgd
-// (multi-tensor updates) with torch.optim.SGD's semantics: momentum 0.9, weight decay 1e-4 on
-// every parameter, lr 0.002; as the harness's trainer, each step reads its loss and overflow flag
-// once and, in float16, scales the loss (train::LossScaler; torchvision's side: GradScaler).
+// (one fused update) with torch.optim.SGD's semantics: momentum 0.9, weight decay 1e-4 on every
+// parameter, lr 0.002; as the harness's trainer with results_every > 1, a step reads nothing back
+// (the float16 skip and the loss scale's update are decided on the device; train::LossScaler,
+// torchvision's side: GradScaler, whose step reads its overflow flag).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -153,10 +154,11 @@ struct Trainer {
     return p;
   }
 
-  // One step as the harness's trainer runs it: forward, backward of the (scaled) loss, unscale
-  // and check on the device, one read of the loss and the overflow flag, SGD unless the flag is
-  // set. With count_syncs, LibTorch's sync debug mode counts its host synchronizations (timed
-  // steps leave it off: it costs host time per sync, more on the side that syncs more).
+  // One step as the harness's trainer runs it with results_every > 1: forward, backward of the
+  // (scaled) loss, unscale and check, the scale's update and SGD (nothing where the check found a
+  // non-finite gradient), all on the device; nothing read back. With count_syncs, LibTorch's sync
+  // debug mode counts its host synchronizations (timed steps leave it off: it costs host time per
+  // sync, more on the side that syncs more).
   double step(const Batch& batch, bool count_syncs = false) {
     const bool gpu = batch.images.is_cuda();
     if (gpu) torch::cuda::synchronize();
@@ -179,11 +181,8 @@ struct Trainer {
     {
       RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
       const at::Tensor found_inf = scaler.unscale(sgd.parameters());
-      const at::Tensor host =
-          at::cat({loss.detach().to(at::kFloat).reshape({1}), found_inf.to(loss.device()).reshape({1})}).cpu();
-      const bool finite = host.data_ptr<float>()[1] == 0;
-      scaler.update(!finite);
-      if (finite) sgd.step(0.002);
+      scaler.update(found_inf);
+      sgd.step(0.002, found_inf);
     }
     if (counter) syncs.push_back(counter->count());  // before the synchronize that ends the step
     if (gpu) torch::cuda::synchronize();

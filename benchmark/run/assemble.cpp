@@ -140,7 +140,8 @@ train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device)
           .seed = static_cast<uint64_t>(c.run.seed),
           .same_stream_on_every_rank = c.model.sampling_streams == model::SamplingStreams::kPerImage,
           .overlap_allreduce = c.launch.overlap_allreduce,
-          .device = device};
+          .device = device,
+          .results_every = c.run.results_every_steps};
 }
 
 ScorerOptions scorer_options(const SystemConfig& c) {

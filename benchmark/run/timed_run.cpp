@@ -89,8 +89,8 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     };
     int64_t images = 0;
     const auto epoch_t0 = std::chrono::steady_clock::now();
-    while (auto batch = next_batch()) {
-      const train::StepResult r = trainer_.step(*batch);
+    // Step results arrive as the trainer reads them: with each step, or several at once.
+    const train::Trainer::ResultSink record = [&](const train::StepResult& r) {
       const auto now = std::chrono::steady_clock::now();
       images += r.images;
       const double secs = std::chrono::duration<double>(now - epoch_t0).count();
@@ -100,12 +100,21 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
         result_.step_finished.push_back(now);
       }
       notify([&](RunObserver& o) { o.step_done(epoch, r, images, secs); });
+    };
+    // Unread results are read before anything that reports the epoch, and before a stop.
+    const auto read_then_stop_if_requested = [&] {
+      if (stop_signal_received() != 0) trainer_.read_results(record);
       throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
+    };
+    while (auto batch = next_batch()) {
+      trainer_.step(*batch, record);
+      read_then_stop_if_requested();
       if (target_reached()) {  // an earlier epoch's score arrived and met the targets
         stop = true;
         break;
       }
     }
+    trainer_.read_results(record);
     mllog_.log(key::kEpochStop, nullptr, Json{{meta::kEpochNum, epoch}});
     mllog_.log(key::kBlockStop, nullptr, Json{{meta::kFirstEpochNum, epoch}});
     notify([&](RunObserver& o) { o.epoch_done(epoch); });

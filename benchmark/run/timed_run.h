@@ -89,7 +89,9 @@ class RunObserver {
  public:
   virtual ~RunObserver() = default;
   virtual void epoch_started(int64_t /*epoch*/, int64_t /*rank_images*/) {}
-  // After each optimizer step; `epoch_images` and `epoch_seconds` count this epoch so far.
+  // After each optimizer step's results are read (with the step, or up to the trainer's
+  // results_every - 1 steps later, in order; all of an epoch's before epoch_done);
+  // `epoch_images` and `epoch_seconds` count this epoch's steps read so far.
   virtual void step_done(int64_t /*epoch*/, const train::StepResult& /*step*/, int64_t /*epoch_images*/,
                          double /*epoch_seconds*/) {}
   // After epoch_stop and block_stop (the place for checkpoints).
@@ -122,8 +124,8 @@ struct RunResult {
   double run_seconds = 0;         // run_start to run_stop, as logged
   int64_t run_start_ms = 0, run_stop_ms = 0;
   std::vector<std::pair<int64_t, Accuracy>> accuracies;  // by epoch, in the order scored
-  std::vector<train::StepResult> steps;                  // every step of this process
-  std::vector<std::chrono::steady_clock::time_point> step_finished;  // parallel to steps
+  std::vector<train::StepResult> steps;                  // every step of this process, as read
+  std::vector<std::chrono::steady_clock::time_point> step_finished;  // parallel: when each was read
   std::string stop_reason;        // "target reached", "epoch budget spent", or the error
 };
 

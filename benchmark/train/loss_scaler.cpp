@@ -9,16 +9,25 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
   if (options_.enabled && !(options_.init_scale > 0 && std::isfinite(options_.init_scale)))
     throw std::invalid_argument("loss scaler: init_scale must be a positive number");
   if (!(options_.growth_factor >= 1) || !(options_.backoff_factor > 0 && options_.backoff_factor < 1) ||
-      options_.growth_interval < 1)
+      options_.growth_interval < 1 || options_.growth_interval > INT32_MAX)
     throw std::invalid_argument("loss scaler: need growth_factor >= 1, 0 < backoff_factor < 1, growth_interval >= 1");
-  scale_ = options_.enabled ? options_.init_scale : 1.0;
+  restore(options_.enabled ? options_.init_scale : 1.0, 0);
+}
+
+void LossScaler::place(const at::Device& device) {
+  if (scale_.device() == device) return;
+  scale_ = scale_.to(device);
+  good_steps_ = good_steps_.to(device);
 }
 
 at::Tensor LossScaler::scale_loss(const at::Tensor& loss) const {
-  return options_.enabled ? loss * scale_ : loss;
+  if (!options_.enabled) return loss;
+  // The scale's device is the gradients' (the loss's, too); on the first step it is still the
+  // host's, and a CPU scalar multiplies a tensor on any device.
+  return loss * scale_.reshape({});
 }
 
-at::Tensor LossScaler::unscale(const std::vector<NamedParameter>& parameters) const {
+at::Tensor LossScaler::unscale(const std::vector<NamedParameter>& parameters) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters)
@@ -27,29 +36,31 @@ at::Tensor LossScaler::unscale(const std::vector<NamedParameter>& parameters) co
       at::TensorOptions().dtype(at::kFloat).device(grads.empty() ? at::Device(at::kCPU) : grads[0].device());
   at::Tensor found_inf = at::zeros({1}, opts);
   if (grads.empty()) return found_inf;
+  place(opts.device());
   // A power of two: dividing by it and multiplying by its inverse give the same values.
-  const at::Tensor inv_scale = at::full({1}, options_.enabled ? 1.0 / scale_ : 1.0, opts);
+  const at::Tensor inv_scale = options_.enabled ? scale_.reciprocal() : at::ones({1}, opts);
   at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
   return found_inf;
 }
 
-void LossScaler::update(bool found_non_finite) {
+void LossScaler::update(const at::Tensor& found_inf) {
   if (!options_.enabled) return;
-  if (found_non_finite) {
-    scale_ *= options_.backoff_factor;
-    good_steps_ = 0;
-    return;
-  }
-  if (++good_steps_ >= options_.growth_interval) {
-    scale_ *= options_.growth_factor;
-    good_steps_ = 0;
-  }
+  place(found_inf.device());
+  // Halves the scale and restarts the count where found_inf is set; else counts, and doubles the
+  // scale after growth_interval finite steps in a row.
+  at::_amp_update_scale_(scale_, good_steps_, found_inf, options_.growth_factor, options_.backoff_factor,
+                         options_.growth_interval);
 }
 
+double LossScaler::scale() const { return scale_.item<double>(); }
+int64_t LossScaler::good_steps() const { return good_steps_.item<int64_t>(); }
+
 void LossScaler::restore(double scale, int64_t good_steps) {
-  if (!(scale > 0) || good_steps < 0) throw std::runtime_error("loss scaler state is invalid");
-  scale_ = scale;
-  good_steps_ = good_steps;
+  if (!(scale > 0) || !std::isfinite(scale) || good_steps < 0 || good_steps > INT32_MAX)
+    throw std::runtime_error("loss scaler state is invalid");
+  const at::Device device = scale_.defined() ? scale_.device() : at::Device(at::kCPU);
+  scale_ = at::full({1}, scale, at::TensorOptions().dtype(at::kFloat).device(device));
+  good_steps_ = at::full({1}, good_steps, at::TensorOptions().dtype(at::kInt).device(device));
 }
 
 }  // namespace mrcnn::train

@@ -3,6 +3,10 @@
 // backward; gradients are divided by it before the update; a step whose gradients are not finite
 // is skipped and the scale halves; after `growth_interval` finite steps in a row it doubles.
 // Disabled (scale 1, never skips) for float32 and bfloat16, whose range needs no scaling.
+//
+// The scale and the count of finite steps live on the gradients' device and are updated there
+// (LibTorch's _amp_update_scale_): a step never waits for the host to learn whether it overflowed.
+// scale() and good_steps() read them (checkpoints, tests).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -31,20 +35,23 @@ class LossScaler {
   // device without reading anything back: returns a float32 [1] on the gradients' device, 1 if
   // any gradient is NaN or infinite (then the caller skips the optimizer step), else 0. With
   // scaling disabled it only checks. Gradients must share one device.
-  at::Tensor unscale(const std::vector<NamedParameter>& parameters) const;
-  // Adjusts the scale after a step (found_non_finite: what unscale found).
-  void update(bool found_non_finite);
+  at::Tensor unscale(const std::vector<NamedParameter>& parameters);
+  // Adjusts the scale after a step, on the device: `found_inf` is what unscale returned.
+  void update(const at::Tensor& found_inf);
 
-  double scale() const { return scale_; }
-  int64_t good_steps() const { return good_steps_; }
+  double scale() const;
+  int64_t good_steps() const;
   bool enabled() const { return options_.enabled; }
   // For checkpoints.
   void restore(double scale, int64_t good_steps);
 
  private:
+  // The state on `device` (moved there once, when the gradients are first seen there).
+  void place(const at::Device& device);
+
   LossScalerOptions options_;
-  double scale_;
-  int64_t good_steps_ = 0;
+  at::Tensor scale_;       // float32 [1]; powers of two, exact in float32
+  at::Tensor good_steps_;  // int32 [1]: finite steps in a row since the last change
 };
 
 }  // namespace mrcnn::train

@@ -1,6 +1,7 @@
 #include "benchmark/train/sgd.h"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace mrcnn::train {
@@ -18,29 +19,54 @@ Sgd::Sgd(std::vector<NamedParameter> parameters, SgdOptions options) : options_(
 
 bool Sgd::is_bias(const std::string& name) { return name.ends_with("bias"); }
 
-// The update as multi-tensor (foreach) operations over each group of parameters that share a
-// learning rate and weight decay: on CUDA a handful of fused launches for the whole model instead
-// of three or four per parameter; on the CPU the same per-tensor arithmetic as a loop, so results
-// are bit-identical either way.
-void Sgd::step(double lr) {
+// The update over each group of parameters that share a learning rate and weight decay:
+//  - kFused: LibTorch's fused SGD, a launch or two for the whole model instead of three or four
+//    per parameter, skipped on the device where `found_inf` is set. A momentum buffer starts as
+//    zeros the first time its parameter has a gradient (momentum * 0 + d is d exactly,
+//    torch.optim.SGD's first step); a skipped first step leaves it zeros, so the next one starts
+//    it again (the kernel's own first-step switch would copy d even when skipped).
+//  - kForeach: multi-tensor operations with the per-tensor arithmetic, a buffer starting as a
+//    copy of d; the flag read on the host.
+void Sgd::step(double lr, const at::Tensor& found_inf) {
   at::NoGradGuard no_grad;
+  bool fused = kernel_ == Kernel::kFused;
+  if (kernel_ == Kernel::kAuto && !params_.empty()) fused = !params_.front().tensor.is_cpu();
+  if (!fused && found_inf.defined() && found_inf.item<float>() != 0) return;
+  std::optional<at::Tensor> skip;
+  if (found_inf.defined()) skip = found_inf;
   for (const bool bias : {false, true}) {
     const double wd = bias ? options_.bias_weight_decay : options_.weight_decay;
     const double lr_p = bias ? lr * options_.bias_lr_factor : lr;
     std::vector<at::Tensor> params, grads, bufs, fresh_params, fresh_grads;
-    std::vector<size_t> fresh;  // parameters whose momentum buffer starts this step
+    std::vector<size_t> fresh;  // kForeach: parameters whose momentum buffer starts this step
     for (size_t i = 0; i < params_.size(); ++i) {
       const at::Tensor& p = params_[i].tensor;
       if (!p.grad().defined() || is_bias(params_[i].name) != bias) continue;
-      if (options_.momentum != 0 && !momentum_[i].defined()) {
+      const at::Tensor& g = p.grad();
+      if (fused) {
+        params.push_back(p);
+        // The fused kernel walks parameter, gradient and buffer as one flat array each: a
+        // gradient laid out otherwise than its parameter (autograd lays them out alike) is
+        // copied into the parameter's layout first.
+        grads.push_back(g.strides() == p.strides() ? g : at::empty_like(p, at::MemoryFormat::Preserve).copy_(g));
+        if (options_.momentum == 0) continue;
+        if (!momentum_[i].defined()) momentum_[i] = at::zeros_like(p, at::MemoryFormat::Preserve);
+        bufs.push_back(momentum_[i]);
+      } else if (options_.momentum != 0 && !momentum_[i].defined()) {
         fresh.push_back(i);
         fresh_params.push_back(p);
-        fresh_grads.push_back(p.grad());
-        continue;
+        fresh_grads.push_back(g);
+      } else {
+        params.push_back(p);
+        grads.push_back(g);
+        if (options_.momentum != 0) bufs.push_back(momentum_[i]);
       }
-      params.push_back(p);
-      grads.push_back(p.grad());
-      if (options_.momentum != 0) bufs.push_back(momentum_[i]);
+    }
+    if (fused) {
+      if (!params.empty())
+        at::_fused_sgd_(params, grads, bufs, wd, options_.momentum, lr_p, /*dampening=*/0.0, /*nesterov=*/false,
+                        /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, skip);
+      continue;
     }
     if (!params.empty()) {
       const std::vector<at::Tensor> d = wd != 0 ? at::_foreach_add(grads, params, wd) : grads;
@@ -89,7 +115,8 @@ void Sgd::load_state(const std::map<std::string, at::Tensor>& state) {
     if (t.sizes() != p.sizes())
       throw std::runtime_error("optimizer state for '" + name + "' has shape " + c10::str(t.sizes()) +
                                ", the parameter " + c10::str(p.sizes()));
-    momentum_[it->second] = t.to(p.options()).clone();
+    // In the parameter's layout (a checkpoint holds it contiguous): the fused update needs them alike.
+    momentum_[it->second] = at::empty_like(p.detach(), at::MemoryFormat::Preserve).copy_(t);
   }
 }
 

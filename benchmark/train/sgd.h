@@ -5,6 +5,11 @@
 //   d = g + wd * p;   buf = d on the first step, else momentum * buf + d;   p -= lr_p * buf
 // Parameters without a gradient (frozen, or unused this step) are left alone.
 //
+// The skip of a step whose gradients are not finite (float16 overflow) is decided on a GPU's
+// device: step() takes the loss scaler's flag, and where it is set the update changes nothing, so
+// that no step has to read the flag before it can go on (on the CPU, where a read is free, it is
+// read).
+//
 // The optimizer keeps references to the parameters it was given (shared tensor storage); the
 // module that owns them must outlive it. Not thread-safe.
 #pragma once
@@ -36,8 +41,17 @@ class Sgd {
   // outside [0, 1) or a negative weight decay.
   Sgd(std::vector<NamedParameter> parameters, SgdOptions options);
 
-  // One update with base learning rate `lr` (the bias factor is applied here).
-  void step(double lr);
+  // One update with base learning rate `lr` (the bias factor is applied here). `found_inf`, when
+  // given, is a float32 [1] on the parameters' device (LossScaler::unscale's flag): where it is
+  // nonzero the parameters and momentum buffers stay as they are, decided on the device.
+  void step(double lr, const at::Tensor& found_inf = {});
+  // The kernel: kAuto is kFused off the CPU and kForeach on it. kFused is LibTorch's fused SGD,
+  // one launch per group, skipping on the device; kForeach is the per-tensor arithmetic as
+  // multi-tensor operations, bit-identical to the per-parameter update, reading the flag on the
+  // host (free on the CPU). The fused CPU kernel rounds the elements past its last full vector
+  // otherwise (a fused multiply-add), hence not the CPU's default. For tests.
+  enum class Kernel { kAuto, kForeach, kFused };
+  void set_kernel(Kernel kernel) { kernel_ = kernel; }
   void zero_grad();
 
   const std::vector<NamedParameter>& parameters() const { return params_; }
@@ -53,6 +67,7 @@ class Sgd {
   std::vector<NamedParameter> params_;
   std::vector<at::Tensor> momentum_;  // parallel to params_; undefined until the first update
   SgdOptions options_;
+  Kernel kernel_ = Kernel::kAuto;
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm (torch's

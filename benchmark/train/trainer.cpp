@@ -3,6 +3,7 @@
 #include <ATen/record_function.h>
 
 #include <cmath>
+#include <optional>
 
 #include "model/ops/device_faults.h"
 #include "model/seeding.h"
@@ -20,6 +21,8 @@ Trainer::Trainer(TrainableModel& model, TrainerOptions options, comm::Communicat
   if (options_.gradient_clip_norm < 0 || !std::isfinite(options_.gradient_clip_norm))
     throw std::invalid_argument("gradient_clip_norm must be >= 0 (0 disables clipping)");
   if (sgd_.parameters().empty()) throw std::invalid_argument("the model has no trainable parameters");
+  if (options_.results_every < 1)
+    throw std::invalid_argument("results_every must be >= 1, got " + std::to_string(options_.results_every));
   if (comm_.world_size() > 1) {
     std::vector<at::Tensor> tensors;
     for (const auto& p : sgd_.parameters()) tensors.push_back(p.tensor);
@@ -30,9 +33,9 @@ Trainer::Trainer(TrainableModel& model, TrainerOptions options, comm::Communicat
 Trainer::~Trainer() = default;
 
 // Each part of a step is a named scope for profiles (`train --profile`): mrcnn::train_step holds
-// mrcnn::forward (the model's own stages inside), mrcnn::backward, mrcnn::allreduce and
-// mrcnn::optimizer (unscale, clip, SGD).
-StepResult Trainer::step(const model::Batch& batch) {
+// mrcnn::forward (the model's own stages inside), mrcnn::backward, mrcnn::allreduce,
+// mrcnn::optimizer (unscale, clip, scale update, SGD) and, on the steps that read, mrcnn::read_results.
+void Trainer::step(const model::Batch& batch, const ResultSink& done) {
   RECORD_FUNCTION("mrcnn::train_step", std::vector<c10::IValue>());
   StepResult r;
   r.step = step_;
@@ -68,60 +71,98 @@ StepResult Trainer::step(const model::Batch& batch) {
   }
   {
     RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
-    // Unscaled and checked on the device; then the step's one device-to-host transfer: every loss
-    // value, whether a gradient is non-finite, and on a GPU the kernels' fault word
-    // (device_faults.h), which reports invalid values met in this step's forward.
+    // Unscaled, checked, clipped and applied on the device: where found_inf is set, the scale
+    // backs off and SGD changes nothing.
     const at::Tensor found_inf = scaler_.unscale(params);
     const bool clip = options_.gradient_clip_norm > 0;
     const at::Tensor norm = clip ? clip_grad_norm(params, options_.gradient_clip_norm) : at::Tensor();
+    scaler_.update(found_inf);
+    sgd_.step(r.lr, found_inf);
+    // The step's results, kept on the device until they are read: every loss value, their sum,
+    // whether a gradient is non-finite, and on a GPU the kernels' fault word (device_faults.h),
+    // which reports invalid values met in this step's forward.
     std::vector<at::Tensor> parts;
-    for (const auto& [name, value] : losses) parts.push_back(value.detach().to(at::kFloat).reshape({1}));
+    for (const auto& [name, value] : losses) {
+      parts.push_back(value.detach().to(at::kFloat).reshape({1}));
+      r.losses[name] = 0;
+    }
     parts.push_back(total.detach().reshape({1}));
     parts.push_back(found_inf.to(total.device()));
-    const bool on_gpu = !total.is_cpu();
-    const size_t fault_slot = parts.size();  // on a GPU: this rank's fault bits
-    if (on_gpu) parts.push_back(ops::device_fault_word(total.device()).to(at::kFloat));
-    at::Tensor on_device = at::cat(parts).to(at::kDouble);
-    if (clip) on_device = at::cat({on_device, norm.reshape({1})});  // the norm, float64 already
-    at::Tensor host = on_device.to(at::kCPU);
-    const int32_t faults = on_gpu ? static_cast<int32_t>(host.data_ptr<double>()[fault_slot]) : 0;
-    // The same on every rank (the gradients are all-reduced); taken before the loss all-reduce.
-    const double norm_value = clip ? host.data_ptr<double>()[host.numel() - 1] : 0.0;
-    if (comm_.world_size() > 1) {
-      // Every rank reports, and judges finiteness on, the same global mean losses, so that a
-      // non-finite loss on one rank stops all of them at the same step; likewise a fault.
-      std::vector<at::Tensor> v{host};
-      comm_.allreduce_mean(v);
-    }
-    const double* v = host.data_ptr<double>();
-    size_t i = 0;
-    for (const auto& [name, value] : losses) r.losses[name] = v[i++];
+    if (!total.is_cpu()) parts.push_back(ops::device_fault_word(total.device()).to(at::kFloat));
+    at::Tensor values = at::cat(parts).to(at::kDouble);
+    if (clip) values = at::cat({values, norm.reshape({1})});  // the norm, float64 already
+    unread_.push_back({std::move(r), std::move(values)});
+  }
+  ++step_;
+  if (static_cast<int64_t>(unread_.size()) >= options_.results_every) read_results(done);
+}
+
+// One copy of every unread step's values to the host (and, over several ranks, one all-reduce of
+// them), then each step's verdict in step order.
+void Trainer::read_results(const ResultSink& done) {
+  if (unread_.empty()) return;
+  RECORD_FUNCTION("mrcnn::read_results", std::vector<c10::IValue>());
+  std::vector<Unread> steps = std::move(unread_);
+  unread_.clear();
+  // Rows may differ in length (a step may report other losses): one flat copy, with offsets.
+  std::vector<at::Tensor> rows;
+  std::vector<int64_t> offset{0};
+  for (const Unread& u : steps) {
+    rows.push_back(u.values);
+    offset.push_back(offset.back() + u.values.numel());
+  }
+  const at::Device device = rows.front().device();
+  at::Tensor host = at::cat(rows).to(at::kCPU);
+  const bool on_gpu = !device.is_cpu();
+  // On a GPU, where each row holds its fault word (after the losses, their sum and the flag).
+  const auto fault_at = [&](size_t k) { return offset[k] + static_cast<int64_t>(steps[k].known.losses.size()) + 2; };
+  // This rank's own fault bits, before the all-reduce mixes them with the others'.
+  std::vector<int32_t> own_faults(steps.size(), 0);
+  if (on_gpu)
+    for (size_t k = 0; k < steps.size(); ++k) own_faults[k] = static_cast<int32_t>(host.data_ptr<double>()[fault_at(k)]);
+  if (comm_.world_size() > 1) {
+    // Every rank reports, and judges finiteness on, the same global mean losses, so that a
+    // non-finite loss on one rank stops all of them at the same step; likewise a fault. (The
+    // norm and the non-finite flag are the same on every rank: the gradients are all-reduced.)
+    std::vector<at::Tensor> v{host};
+    comm_.allreduce_mean(v);
+  }
+  const double* all = host.data_ptr<double>();
+  for (size_t k = 0; k < steps.size(); ++k) {
+    StepResult& r = steps[k].known;
+    const double* v = all + offset[k];
+    int64_t i = 0;
+    for (auto& [name, value] : r.losses) value = v[i++];
     r.loss = v[i++];
     const bool finite = v[i] == 0;
-    if (on_gpu && v[fault_slot] != 0) {  // after the all-reduce: a fault on any rank
-      ops::device_fault_word(total.device()).zero_();
-      const std::string context = "step " + std::to_string(step_);
-      if (faults == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
-      ops::throw_device_faults(faults, context);
+    if (on_gpu && all[fault_at(k)] != 0) {  // after the all-reduce: a fault on any rank
+      ops::device_fault_word(device).zero_();
+      const std::string context = "step " + std::to_string(r.step);
+      if (own_faults[k] == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
+      ops::throw_device_faults(own_faults[k], context);
     }
     if (!std::isfinite(r.loss)) {
       std::string which;
       for (const auto& [name, x] : r.losses)
         if (!std::isfinite(x)) which += (which.empty() ? "" : ", ") + name;
-      throw NonFiniteLoss(step_, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
+      throw NonFiniteLoss(r.step, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
     }
-    if (finite && clip) r.grad_norm = norm_value;
-    scaler_.update(!finite);
-    if (finite) {
-      sgd_.step(r.lr);
-    } else {
+    if (finite && options_.gradient_clip_norm > 0) r.grad_norm = all[offset[k + 1] - 1];
+    if (!finite) {
       r.skipped = true;
       if (!scaler_.enabled())  // without loss scaling there is nothing to back off: a real divergence
-        throw NonFiniteLoss(step_, "a non-finite gradient");
+        throw NonFiniteLoss(r.step, "a non-finite gradient");
     }
+    done(r);
   }
-  ++step_;
-  return r;
+}
+
+StepResult Trainer::step(const model::Batch& batch) {
+  std::optional<StepResult> last;
+  const ResultSink keep = [&](const StepResult& r) { last = r; };
+  step(batch, keep);
+  read_results(keep);
+  return *last;
 }
 
 TrainerState Trainer::state() const {

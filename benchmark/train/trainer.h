@@ -1,9 +1,16 @@
 // One training step, the reference's way: forward (under autocast when the precision asks),
 // sum of the named losses, backward (loss-scaled for float16), gradient all-reduce over ranks,
-// unscale, finite-gradient check and optional clipping by global norm (all on the device), then
-// the step's one read back to the host (losses, the gradient check, the norm, GPU kernel faults):
-// a non-finite loss ends the run, a non-finite gradient skips the update. Then SGD with the
-// scheduled learning rate.
+// unscale, finite-gradient check, optional clipping by global norm, the loss scale's update and
+// SGD, all on the device: where a gradient is not finite the update changes nothing (the float16
+// skip), decided there. No part of the step waits for the host.
+//
+// What the host needs to know of a step (every loss, whether it was skipped, the norm, GPU kernel
+// faults) is gathered on the device and read back in one copy every `results_every` steps, for all
+// the steps since the last read; each read also reads the steps' faults. Then a non-finite loss
+// ends the run (NonFiniteLoss, naming its step), as does a non-finite gradient without loss
+// scaling; a step with either made no update. With results_every 1 (the default) each step's
+// results come back with the step; with N they come back up to N - 1 steps late, in order, and
+// the step they name is still the step that met them.
 //
 // The trainer sees the network only through TrainableModel, so the same loop drives Mask R-CNN
 // and the small models its tests use. Not thread-safe; one trainer per training thread.
@@ -12,6 +19,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -67,6 +75,9 @@ struct TrainerOptions {
   // all of them after it.
   bool overlap_allreduce = true;
   at::Device device = at::kCPU;
+  // Steps between reads of the step results from the device (see the top of this file); 1 reads
+  // every step. On a GPU a read is a host synchronization: N > 1 leaves the step without one.
+  int64_t results_every = 1;
 };
 
 // Thrown when a loss is NaN or infinite: the run ends (run_stop "aborted"), naming the step.
@@ -101,13 +112,26 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
+  // What a trainer hands back of each step, in step order, as the results are read.
+  using ResultSink = std::function<void(const StepResult&)>;
+
+  // One step; `done` receives the results read at this step (none, or those of every step since
+  // the last read, this one last). Throws NonFiniteLoss or a GPU fault's error after handing the
+  // earlier steps' results to `done`.
+  void step(const model::Batch& batch, const ResultSink& done);
+  // Reads the results of the steps not read yet (at the end of an epoch, before a checkpoint).
+  void read_results(const ResultSink& done);
+  // One step, its results read at once (tests and tools; any earlier unread steps are read too).
   StepResult step(const model::Batch& batch);
+  // Steps taken whose results have not been read.
+  int64_t unread_steps() const { return static_cast<int64_t>(unread_.size()); }
 
   int64_t global_step() const { return step_; }
   double lr_at(int64_t step) const { return schedule_.lr(step); }
   const TrainerOptions& options() const { return options_; }
 
-  // Everything of the trainer a checkpoint holds (the network's own state is the model's).
+  // Everything of the trainer a checkpoint holds (the network's own state is the model's). Reads
+  // the loss scale from the device; call after read_results.
   TrainerState state() const;
   // Continues from `state` as if the steps before it had run in this process.
   void load_state(const TrainerState& state);
@@ -122,6 +146,14 @@ class Trainer {
   LossScaler scaler_;
   std::unique_ptr<GradientReducer> reducer_;  // several ranks
   int64_t step_ = 0;
+  // Steps not read yet: what the host knows of each (its losses' names, with zeros), and its
+  // results on the device, float64 [k]: the losses in name order, their sum, the non-finite flag,
+  // on a GPU the fault word, with clipping the norm.
+  struct Unread {
+    StepResult known;
+    at::Tensor values;
+  };
+  std::vector<Unread> unread_;
 };
 
 }  // namespace mrcnn::train

@@ -37,6 +37,7 @@ struct ToyRun {
   bool async = true;
   int64_t nan_at_step = -1;
   uint64_t seed = 7;
+  int64_t results_every = 1;
 
   RunResult run(const std::filesystem::path& log_path, const std::string& metrics = "") const {
     logging::MLLogger mllog({.to_stdout = false, .file_path = log_path.string(), .truncate_file = true});
@@ -50,7 +51,8 @@ struct ToyRun {
     auto comm = comm::make_local_communicator();
     train::Trainer trainer(model,
                            {.schedule = {.base_lr = 0.01, .warmup_steps = 5, .warmup_factor = 0.1, .decay_steps = {30, 40}},
-                            .seed = seed},
+                            .seed = seed,
+                            .results_every = results_every},
                            *comm);
     mllog.log(logging::key::kInitStop);
     RunParts parts{[this] { return std::make_unique<ToyData>(batches, 8); },
@@ -96,6 +98,85 @@ TEST(Trainer, ClippingReportsTheNormBeforeAndLeavesGradientsAtTheBound) {
   EXPECT_NEAR(b.grad_norm, norm, 1e-6 * norm);
   EXPECT_NEAR(gradient_norm(clipped_model), 1e-3, 1e-6);
   EXPECT_EQ(a.loss, b.loss);
+}
+
+bool same_parameters(ToyModel& a, ToyModel& b) {
+  const auto sa = a.state_dict(), sb = b.state_dict();
+  for (const auto& [name, t] : sa)
+    if (!torch::equal(t, sb.at(name))) return false;
+  return true;
+}
+
+// Reading every third step's results changes what the host learns when, not what the steps do:
+// the same results, in step order, three at a time, and the same parameters.
+TEST(Trainer, ResultsReadEveryThirdStepEqualThoseReadEveryStep) {
+  auto comm = comm::make_local_communicator();
+  ToyModel every_model, third_model;
+  train::Trainer every(every_model, {.gradient_clip_norm = 0.05, .seed = 5}, *comm);
+  train::Trainer third(third_model, {.gradient_clip_norm = 0.05, .seed = 5, .results_every = 3}, *comm);
+  std::vector<train::StepResult> a, b;
+  std::vector<size_t> read_sizes;  // results known after each of third's steps
+  testing::ToyStream stream(0, 7, 8);
+  while (auto batch = stream.next()) {
+    every.step(*batch, [&](const train::StepResult& r) { a.push_back(r); });
+    third.step(*batch, [&](const train::StepResult& r) { b.push_back(r); });
+    read_sizes.push_back(b.size());
+  }
+  EXPECT_EQ(read_sizes, (std::vector<size_t>{0, 0, 3, 3, 3, 6, 6}));
+  EXPECT_EQ(third.unread_steps(), 1);
+  third.read_results([&](const train::StepResult& r) { b.push_back(r); });
+  EXPECT_EQ(third.unread_steps(), 0);
+  ASSERT_EQ(a.size(), 7u);
+  ASSERT_EQ(b.size(), 7u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].step, static_cast<int64_t>(i));
+    EXPECT_EQ(a[i].step, b[i].step);
+    EXPECT_EQ(a[i].lr, b[i].lr);
+    EXPECT_EQ(a[i].loss, b[i].loss) << "step " << i;
+    EXPECT_EQ(a[i].losses, b[i].losses) << "step " << i;
+    EXPECT_EQ(a[i].grad_norm, b[i].grad_norm) << "step " << i;
+    EXPECT_GT(b[i].grad_norm, 0) << "step " << i;
+    EXPECT_EQ(a[i].images, b[i].images);
+    EXPECT_FALSE(b[i].skipped);
+  }
+  EXPECT_TRUE(same_parameters(every_model, third_model));
+  EXPECT_THROW(train::Trainer(third_model, {.results_every = 0}, *comm), std::invalid_argument);
+}
+
+// A NaN loss without loss scaling: the step that met it makes no update (decided on the device,
+// before any read), and however late it is read, the error names that step after the steps
+// before it were handed over.
+TEST(Trainer, ANonFiniteStepMakesNoUpdateAndIsNamedWhenReadLate) {
+  auto comm = comm::make_local_communicator();
+  {
+    ToyModel model, before;
+    model.nan_at_step_ = 2;
+    before.nan_at_step_ = 2;
+    train::Trainer trainer(model, {.seed = 5}, *comm);
+    train::Trainer reference(before, {.seed = 5}, *comm);
+    testing::ToyStream stream(0, 3, 8);
+    for (int i = 0; i < 2; ++i) {
+      const model::Batch batch = *stream.next();
+      trainer.step(batch);
+      reference.step(batch);
+    }
+    EXPECT_THROW(trainer.step(*stream.next()), train::NonFiniteLoss);
+    EXPECT_TRUE(same_parameters(model, before)) << "the NaN step changed the parameters";
+  }
+  ToyModel model;
+  model.nan_at_step_ = 4;
+  train::Trainer trainer(model, {.seed = 5, .results_every = 3}, *comm);
+  std::vector<int64_t> seen;
+  testing::ToyStream stream(0, 7, 8);
+  try {
+    while (auto batch = stream.next()) trainer.step(*batch, [&](const train::StepResult& r) { seen.push_back(r.step); });
+    FAIL() << "expected NonFiniteLoss";
+  } catch (const train::NonFiniteLoss& e) {
+    EXPECT_EQ(e.step, 4);
+    EXPECT_NE(std::string(e.what()).find("NaN (loss_mse)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(trainer.global_step(), 6) << "read at the sixth step";
 }
 
 TEST(TimedRun, ConvergedRunWritesACompliantLogAndStopsAtTheTarget) {
@@ -176,20 +257,56 @@ TEST(TimedRun, EpochBudgetSpentEndsAborted) {
 }
 
 TEST(TimedRun, NonFiniteLossAbortsTheRunCleanly) {
+  for (const int64_t every : {1, 4}) {
+    SCOPED_TRACE("results_every " + std::to_string(every));
+    Scratch s;
+    ToyRun cfg;
+    cfg.nan_at_step = 9;
+    cfg.results_every = every;
+    try {
+      cfg.run(s.dir / "mlperf.log", (s.dir / "metrics.jsonl").string());
+      FAIL() << "expected NonFiniteLoss";
+    } catch (const train::NonFiniteLoss& e) {
+      EXPECT_EQ(e.step, 9);
+      EXPECT_NE(std::string(e.what()).find("loss_mse"), std::string::npos) << e.what();
+    }
+    const std::string text = read(s.dir / "mlperf.log");
+    EXPECT_NE(text.find("\"key\": \"run_stop\""), std::string::npos);
+    EXPECT_NE(text.find("\"status\": \"aborted\""), std::string::npos);
+    EXPECT_EQ(text.find("\"status\": \"success\""), std::string::npos);
+    // Every step before the NaN is in the metrics, read late or not; none after it.
+    const std::string metrics = read(s.dir / "metrics.jsonl");
+    EXPECT_NE(metrics.find("\"step\":8,"), std::string::npos) << metrics;
+    EXPECT_EQ(metrics.find("\"step\":9,"), std::string::npos) << metrics;
+  }
+}
+
+// An epoch's results are all read before the epoch ends: a run reading every fourth step writes
+// the same metrics (time aside) and the same log events as one reading every step.
+TEST(TimedRun, ResultsReadEveryFourthStepGiveTheSameMetrics) {
+  const auto strip_times = [](const std::string& text) {
+    std::string out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      auto j = logging::Json::parse(line);
+      if (j.value("event", "") != "step") continue;
+      j.erase("time_ms");
+      j.erase("images_per_s");
+      out += j.dump() + "\n";
+    }
+    return out;
+  };
   Scratch s;
   ToyRun cfg;
-  cfg.nan_at_step = 9;
-  try {
-    cfg.run(s.dir / "mlperf.log");
-    FAIL() << "expected NonFiniteLoss";
-  } catch (const train::NonFiniteLoss& e) {
-    EXPECT_EQ(e.step, 9);
-    EXPECT_NE(std::string(e.what()).find("loss_mse"), std::string::npos) << e.what();
-  }
-  const std::string text = read(s.dir / "mlperf.log");
-  EXPECT_NE(text.find("\"key\": \"run_stop\""), std::string::npos);
-  EXPECT_NE(text.find("\"status\": \"aborted\""), std::string::npos);
-  EXPECT_EQ(text.find("\"status\": \"success\""), std::string::npos);
+  cfg.batches = 6;  // not a multiple of 4: each epoch ends with unread steps
+  const RunResult a = cfg.run(s.dir / "a.log", (s.dir / "a.jsonl").string());
+  cfg.results_every = 4;
+  const RunResult b = cfg.run(s.dir / "b.log", (s.dir / "b.jsonl").string());
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  EXPECT_EQ(a.converged_epoch, b.converged_epoch);
+  const std::string ma = strip_times(read(s.dir / "a.jsonl")), mb = strip_times(read(s.dir / "b.jsonl"));
+  EXPECT_FALSE(ma.empty());
+  EXPECT_EQ(ma, mb);
 }
 
 }  // namespace

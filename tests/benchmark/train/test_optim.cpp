@@ -181,56 +181,113 @@ TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterAnInterval) {
   EXPECT_TRUE(torch::allclose(p.grad(), torch::full({2}, 4.0)));
   p.mutable_grad().fill_(INFINITY);
   EXPECT_EQ(s.unscale({{"p", p}}).item<float>(), 1.f);
-  s.update(true);
+  s.update(torch::ones({1}));
   EXPECT_EQ(s.scale(), 512);
-  for (int i = 0; i < 3; ++i) s.update(false);
+  EXPECT_EQ(s.good_steps(), 0);
+  for (int i = 0; i < 2; ++i) s.update(torch::zeros({1}));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_EQ(s.good_steps(), 2);
+  s.update(torch::zeros({1}));
   EXPECT_EQ(s.scale(), 1024);
+  EXPECT_EQ(s.good_steps(), 0);
+  s.restore(256, 2);
+  EXPECT_EQ(s.scale(), 256);
+  s.update(torch::zeros({1}));
+  EXPECT_EQ(s.scale(), 512) << "the restored count goes on";
   LossScaler off;
   EXPECT_EQ(off.scale(), 1);
   EXPECT_TRUE(torch::equal(off.scale_loss(torch::ones({1})), torch::ones({1})));
 }
 
-// The multi-tensor update equals, bit for bit, the per-parameter update it replaced (written out
-// here as it was): float32, weights and biases, a parameter without a gradient for one step, a
-// parameter whose momentum starts late, several steps with a changing learning rate.
-TEST(Sgd, MultiTensorStepIsBitIdenticalToThePerParameterUpdate) {
-  torch::manual_seed(4);
-  const std::vector<std::string> names = {"a.weight", "a.bias", "b.weight", "c.bias", "d.weight"};
-  const std::vector<std::vector<int64_t>> shapes = {{64, 3, 3, 3}, {64}, {1000, 17}, {7}, {5, 5}};
-  std::vector<NamedParameter> ours_params;
-  std::vector<at::Tensor> ref;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const at::Tensor p0 = torch::randn(shapes[i]);
-    ours_params.push_back({names[i], p0.clone().requires_grad_()});
-    ref.push_back(p0.clone());
-  }
-  const SgdOptions o{.momentum = 0.9, .weight_decay = 1e-4, .bias_lr_factor = 2.0, .bias_weight_decay = 0.0};
-  Sgd ours(ours_params, o);
-  std::vector<at::Tensor> bufs(ref.size());
-  for (int step = 0; step < 6; ++step) {
-    const double lr = 0.02 * (step + 1);
-    ours.zero_grad();
-    for (size_t i = 0; i < ref.size(); ++i) {
-      // d.weight gets no gradient on steps 0-1 (its momentum starts at step 2); a.bias none on step 3.
-      if ((i == 4 && step < 2) || (i == 1 && step == 3)) continue;
-      const at::Tensor g = torch::randn(shapes[i]) * (i + 1);
-      ours_params[i].tensor.mutable_grad() = g.clone();
-      const bool bias = names[i].ends_with("bias");
-      const double wd = bias ? o.bias_weight_decay : o.weight_decay;
-      const double lr_p = bias ? lr * o.bias_lr_factor : lr;
-      const at::Tensor d = wd != 0 ? g.add(ref[i], wd) : g;
-      if (!bufs[i].defined())
-        bufs[i] = d.clone();
-      else
-        bufs[i].mul_(o.momentum).add_(d);
-      ref[i].add_(bufs[i], -lr_p);
+// The update against the per-parameter update it replaced (written out here as it was): float32,
+// weights and biases, a parameter without a gradient for one step, a parameter whose momentum
+// starts late, several steps with a changing learning rate. The CPU's kernel (kForeach) is bit
+// for bit that update; the fused one (a GPU's) within float32 rounding. With either, a step
+// flagged non-finite changes nothing, not even a momentum buffer it would have started (d.weight's
+// first gradient comes on the skipped step 2: its momentum starts at step 3).
+TEST(Sgd, EachKernelEqualsThePerParameterUpdateAndSkipsFlaggedSteps) {
+  for (const Sgd::Kernel kernel : {Sgd::Kernel::kAuto, Sgd::Kernel::kFused}) {
+    const bool exact = kernel != Sgd::Kernel::kFused;
+    SCOPED_TRACE(exact ? "the CPU's kernel" : "the fused kernel");
+    torch::manual_seed(4);
+    const std::vector<std::string> names = {"a.weight", "a.bias", "b.weight", "c.bias", "d.weight"};
+    const std::vector<std::vector<int64_t>> shapes = {{64, 3, 3, 3}, {64}, {1000, 17}, {7}, {5, 5}};
+    std::vector<NamedParameter> ours_params;
+    std::vector<at::Tensor> ref;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const at::Tensor p0 = torch::randn(shapes[i]);
+      ours_params.push_back({names[i], p0.clone().requires_grad_()});
+      ref.push_back(p0.clone());
     }
-    ours.step(lr);
-    for (size_t i = 0; i < ref.size(); ++i)
-      ASSERT_TRUE(torch::equal(ours_params[i].tensor.detach(), ref[i])) << names[i] << " step " << step;
+    const SgdOptions o{.momentum = 0.9, .weight_decay = 1e-4, .bias_lr_factor = 2.0, .bias_weight_decay = 0.0};
+    Sgd ours(ours_params, o);
+    ours.set_kernel(kernel);
+    const auto same = [&](const at::Tensor& a, const at::Tensor& b) {
+      return exact ? torch::equal(a, b) : torch::allclose(a, b, 1e-6, 1e-7);
+    };
+    std::vector<at::Tensor> bufs(ref.size());
+    for (int step = 0; step < 6; ++step) {
+      const double lr = 0.02 * (step + 1);
+      const bool skipped = step == 2;
+      std::vector<at::Tensor> before;
+      for (const auto& p : ours_params) before.push_back(p.tensor.detach().clone());
+      ours.zero_grad();
+      for (size_t i = 0; i < ref.size(); ++i) {
+        // d.weight gets no gradient on steps 0-1; a.bias none on step 3.
+        if ((i == 4 && step < 2) || (i == 1 && step == 3)) continue;
+        const at::Tensor g = torch::randn(shapes[i]) * (i + 1);
+        ours_params[i].tensor.mutable_grad() = g.clone();
+        if (skipped) continue;
+        const bool bias = names[i].ends_with("bias");
+        const double wd = bias ? o.bias_weight_decay : o.weight_decay;
+        const double lr_p = bias ? lr * o.bias_lr_factor : lr;
+        const at::Tensor d = wd != 0 ? g.add(ref[i], wd) : g;
+        if (!bufs[i].defined())
+          bufs[i] = d.clone();
+        else
+          bufs[i].mul_(o.momentum).add_(d);
+        ref[i].add_(bufs[i], -lr_p);
+      }
+      // Steps 0-1 without a flag, the others with one (set on step 2).
+      if (step < 2) ours.step(lr);
+      else ours.step(lr, torch::full({1}, skipped ? 1.f : 0.f));
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const at::Tensor now = ours_params[i].tensor.detach();
+        if (skipped) {
+          ASSERT_TRUE(torch::equal(now, before[i])) << names[i] << ": the skipped step changed it";
+        }
+        ASSERT_TRUE(same(now, ref[i])) << names[i] << " step " << step;
+      }
+    }
+    const auto state = ours.state();
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(same(state.at(names[i]), bufs[i])) << names[i];
   }
-  const auto state = ours.state();
-  for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(torch::equal(state.at(names[i]), bufs[i])) << names[i];
+}
+
+// The fused kernel walks parameter, gradient and momentum as flat arrays: a channels-last
+// parameter with a contiguous gradient, and a momentum buffer restored from a (contiguous)
+// checkpoint, must still update element by element (a mix-up moves values by O(1)).
+TEST(Sgd, ParametersLaidOutOtherwiseThanTheirGradientsOrSavedBuffersUpdateByElement) {
+  torch::manual_seed(9);
+  const at::Tensor p0 = torch::randn({4, 3, 5, 5});
+  const at::Tensor w = p0.contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+  ASSERT_FALSE(w.is_contiguous());
+  for (const Sgd::Kernel kernel : {Sgd::Kernel::kForeach, Sgd::Kernel::kFused}) {
+    {
+      at::NoGradGuard no_grad;
+      w.copy_(p0);
+    }
+    Sgd sgd({{"conv.weight", w}}, SgdOptions{.weight_decay = 0});
+    sgd.set_kernel(kernel);
+    const at::Tensor g = torch::randn({4, 3, 5, 5});    // contiguous
+    const at::Tensor buf = torch::randn({4, 3, 5, 5});  // contiguous, as a checkpoint gives it
+    sgd.load_state({{"conv.weight", buf}});
+    w.mutable_grad() = g.clone();
+    sgd.step(0.1);
+    const at::Tensor expected_buf = buf.mul(0.9).add(g);
+    EXPECT_TRUE(torch::allclose(sgd.state().at("conv.weight"), expected_buf, 1e-6, 1e-7));
+    EXPECT_TRUE(torch::allclose(w.detach(), p0.add(expected_buf, -0.1), 1e-6, 1e-7));
+  }
 }
 
 TEST(LossScaler, UnscaleFlagsOnTheGradientsDeviceWithoutReadingBack) {

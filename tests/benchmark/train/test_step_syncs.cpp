@@ -1,6 +1,8 @@
 // How often the network's training step reads a GPU: once (both heads' sample counts, which
 // torchvision's draw needs on the host), whatever the batch size, also for a batch shape it has
-// not seen (anchors built on the device). Counted by train::SyncCounter; skipped without a GPU.
+// not seen (anchors built on the device); and the harness's trainer adds nothing to that but its
+// read of the step results, every results_every steps. Counted by train::SyncCounter; skipped
+// without a GPU.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -8,7 +10,10 @@
 
 #include <vector>
 
+#include "benchmark/comm/communicator.h"
+#include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/train/sync_counter.h"
+#include "benchmark/train/trainer.h"
 #include "model/mask_rcnn.h"
 #include "tests/model/tiny.h"
 
@@ -47,6 +52,44 @@ TEST(TrainingStepSyncs, OnCudaTheNetworkReadsTheDeviceOnceAStepAtAnyBatchSize) {
     out.total().backward();
     EXPECT_EQ(counter.count(), 1) << images << " images of a new shape";
   }
+}
+
+// The whole step as the harness runs it with float16's loss scaling (scale, unscale and check,
+// clipping, the scale's update, the fused SGD that skips on the device), reading its results
+// every third step: the steps between reads wait for the host once (the counts), the reading
+// step twice.
+TEST(TrainingStepSyncs, OnCudaTheTrainerAddsOnlyItsResultsReadEveryNSteps) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the trainer's sync count is not measured";
+  model::MaskRCNN net(model::testing::tiny_options(), at::make_generator<at::CPUGeneratorImpl>(21));
+  net->to(at::kCUDA);
+  run::MaskRcnnModel model(net);
+  auto comm = comm::make_local_communicator();
+  Trainer trainer(model,
+                  {.schedule = {.base_lr = 0.01},
+                   .precision = model::Precision::kFloat16,
+                   .gradient_clip_norm = 100,
+                   .seed = 3,
+                   .device = at::kCUDA,
+                   .results_every = 3},
+                  *comm);
+  // Warm-up (libraries, the allocator, the scaler's state moved to the device), read at once.
+  trainer.step(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})));
+  std::vector<int64_t> syncs, read;
+  for (const int images : {1, 2, 4}) {
+    std::vector<model::testing::SyntheticImage> list;
+    std::vector<int64_t> ids;
+    for (int i = 0; i < images; ++i) {
+      list.push_back(synthetic_image(80 + 16 * images, 112, 2 + i % 2, 40 + i));
+      ids.push_back(100 * images + i);
+    }
+    const model::Batch b = on_gpu(make_batch(list, ids));
+    SyncCounter counter;
+    ASSERT_TRUE(counter.watching_cuda());
+    trainer.step(b, [&](const StepResult& r) { read.push_back(r.step); });
+    syncs.push_back(counter.count());
+  }
+  EXPECT_EQ(syncs, (std::vector<int64_t>{1, 1, 2}));
+  EXPECT_EQ(read, (std::vector<int64_t>{1, 2, 3}));
 }
 
 }  // namespace
