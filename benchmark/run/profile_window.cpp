@@ -23,7 +23,7 @@ constexpr std::pair<const char*, int> kStages[] = {
     {"mrcnn::data_wait", 0},     {"mrcnn::train_step", 0}, {"mrcnn::forward", 1},       {"mrcnn::backbone", 2},
     {"mrcnn::fpn", 2},           {"mrcnn::rpn", 2},        {"mrcnn::rpn_proposals", 2}, {"mrcnn::roi_sampling", 2},
     {"mrcnn::mask_targets", 2},  {"mrcnn::roi_box", 2},    {"mrcnn::roi_mask", 2},      {"mrcnn::backward", 1},
-    {"mrcnn::allreduce", 1},     {"mrcnn::optimizer", 1},
+    {"mrcnn::allreduce", 1},     {"mrcnn::optimizer", 1},  {"mrcnn::read_results", 1},
 };
 
 std::set<torch::profiler::impl::ActivityType> activities() {
@@ -92,14 +92,15 @@ void ProfileWindow::start() {
                                    static_cast<long long>(request_.steps), static_cast<long long>(request_.first)));
 }
 
-void ProfileWindow::epoch_started(int64_t, int64_t) {
-  if (!active_ && !done_ && request_.steps > 0 && steps_seen_ >= request_.first) start();
+void ProfileWindow::step_starting(int64_t) {
+  if (active_ && profiled_ >= request_.steps) finish();
+  if (!active_ && !done_ && request_.steps > 0 && steps_started_ == request_.first) start();
+  ++steps_started_;
+  if (active_) ++profiled_;
 }
 
-void ProfileWindow::step_done(int64_t, const train::StepResult&, int64_t, double) {
-  ++steps_seen_;
-  if (active_ && ++profiled_ >= request_.steps) finish();
-  else if (!active_ && !done_ && request_.steps > 0 && steps_seen_ == request_.first) start();
+void ProfileWindow::epoch_done(int64_t) {
+  if (active_ && profiled_ >= request_.steps) finish();
 }
 
 void ProfileWindow::finish() {

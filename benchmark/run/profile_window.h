@@ -1,5 +1,7 @@
 // `train --profile N[@FIRST]`: LibTorch's profiler (Kineto; CPU activities, and CUDA ones on a GPU)
-// over N training steps starting at step FIRST (default 5: past the warm-up), on rank 0. Writes
+// over N training steps starting at step FIRST (default 5: past the warm-up), on rank 0: from just
+// before step FIRST is taken to just before step FIRST + N (or the end of the run), whenever the
+// steps' results are read (train::TrainerOptions::results_every). Writes
 // into the run folder
 //   profile_trace.json   a Chrome / Perfetto trace (chrome://tracing, ui.perfetto.dev)
 //   profile.json         the per-stage table: for every mrcnn:: scope (data wait, forward and the
@@ -29,8 +31,8 @@ class ProfileWindow final : public RunObserver {
  public:
   ProfileWindow(ProfileRequest request, std::string dir);
   ~ProfileWindow() override;
-  void epoch_started(int64_t epoch, int64_t rank_images) override;
-  void step_done(int64_t epoch, const train::StepResult& step, int64_t epoch_images, double epoch_seconds) override;
+  void step_starting(int64_t epoch) override;
+  void epoch_done(int64_t epoch) override;  // a window ending with the epoch ends before validation
   // Ends the window early (the run stopped inside it) and writes what was captured.
   void finish();
 
@@ -38,7 +40,7 @@ class ProfileWindow final : public RunObserver {
   void start();
   ProfileRequest request_;
   std::string dir_;
-  int64_t steps_seen_ = 0, profiled_ = 0;
+  int64_t steps_started_ = 0, profiled_ = 0;
   bool active_ = false, done_ = false;
 };
 

@@ -107,6 +107,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
       throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
     };
     while (auto batch = next_batch()) {
+      notify([&](RunObserver& o) { o.step_starting(epoch); });
       trainer_.step(*batch, record);
       read_then_stop_if_requested();
       if (target_reached()) {  // an earlier epoch's score arrived and met the targets

@@ -89,6 +89,8 @@ class RunObserver {
  public:
   virtual ~RunObserver() = default;
   virtual void epoch_started(int64_t /*epoch*/, int64_t /*rank_images*/) {}
+  // Before each optimizer step is taken (its results come later, with step_done).
+  virtual void step_starting(int64_t /*epoch*/) {}
   // After each optimizer step's results are read (with the step, or up to the trainer's
   // results_every - 1 steps later, in order; all of an epoch's before epoch_done);
   // `epoch_images` and `epoch_seconds` count this epoch's steps read so far.

@@ -7,6 +7,7 @@
 
 #include "benchmark/run/init_log.h"
 #include "benchmark/run/observers.h"
+#include "benchmark/run/profile_window.h"
 #include "benchmark/run/timed_run.h"
 #include "logging/compliance.h"
 #include "toy_parts.h"
@@ -38,6 +39,7 @@ struct ToyRun {
   int64_t nan_at_step = -1;
   uint64_t seed = 7;
   int64_t results_every = 1;
+  std::vector<RunObserver*> observers;  // besides the metrics file
 
   RunResult run(const std::filesystem::path& log_path, const std::string& metrics = "") const {
     logging::MLLogger mllog({.to_stdout = false, .file_path = log_path.string(), .truncate_file = true});
@@ -59,7 +61,7 @@ struct ToyRun {
                    [] { return std::make_unique<ToyData>(2, 8); },
                    [this] { return std::make_unique<ToyScorer>(bbox_per_epoch, segm_per_epoch, scoring_delay); }};
     std::unique_ptr<MetricsFile> metrics_file;
-    std::vector<RunObserver*> observers;
+    std::vector<RunObserver*> observers = this->observers;
     if (!metrics.empty()) {
       metrics_file = std::make_unique<MetricsFile>(metrics, /*append=*/false);
       observers.push_back(metrics_file.get());
@@ -307,6 +309,27 @@ TEST(TimedRun, ResultsReadEveryFourthStepGiveTheSameMetrics) {
   const std::string ma = strip_times(read(s.dir / "a.jsonl")), mb = strip_times(read(s.dir / "b.jsonl"));
   EXPECT_FALSE(ma.empty());
   EXPECT_EQ(ma, mb);
+}
+
+// The profile window covers the steps it names whenever their results are read: 3 steps from
+// step 2, each with its data wait, also when results come four steps at a time.
+TEST(TimedRun, TheProfileWindowCoversItsStepsWhenResultsAreReadLate) {
+  for (const int64_t every : {1, 4}) {
+    SCOPED_TRACE("results_every " + std::to_string(every));
+    Scratch s;
+    ProfileWindow window({.steps = 3, .first = 2}, s.dir.string());
+    ToyRun cfg;
+    cfg.results_every = every;
+    cfg.observers = {&window};
+    cfg.run(s.dir / "mlperf.log");
+    const auto table = logging::Json::parse(read(s.dir / "profile.json"));
+    EXPECT_EQ(table["steps"], 3);
+    std::map<std::string, int64_t> calls;
+    for (const auto& stage : table["stages"]) calls[stage["stage"].get<std::string>()] = stage["calls"].get<int64_t>();
+    EXPECT_EQ(calls["train_step"], 3);
+    EXPECT_EQ(calls["data_wait"], 3);
+    EXPECT_EQ(calls["read_results"], every == 1 ? 3 : 1) << "step 3 reads steps 0-3";
+  }
 }
 
 }  // namespace
