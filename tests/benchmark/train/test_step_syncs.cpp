@@ -30,6 +30,18 @@ model::Batch on_gpu(model::Batch b) {
   return b;
 }
 
+// A counted batch of `images` images, its padded shape one no other counted batch has (96x128,
+// 128x128, 160x128 for 1, 2, 4 images), nor the 64x64 warm-up.
+model::Batch counted_batch(int images) {
+  std::vector<model::testing::SyntheticImage> list;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < images; ++i) {
+    list.push_back(synthetic_image(80 + 16 * images, 112, 2 + i % 2, 40 + i));
+    ids.push_back(100 * images + i);
+  }
+  return on_gpu(make_batch(list, ids));
+}
+
 TEST(TrainingStepSyncs, OnCudaTheNetworkReadsTheDeviceOnceAStepAtAnyBatchSize) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the step's sync count is not measured";
   model::MaskRCNN m(model::testing::tiny_options(), at::make_generator<at::CPUGeneratorImpl>(21));
@@ -39,13 +51,7 @@ TEST(TrainingStepSyncs, OnCudaTheNetworkReadsTheDeviceOnceAStepAtAnyBatchSize) {
   // counted batch has (64x64; they pad to 96x128, 128x128 and 160x128).
   m->forward_train(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})), gen).total().backward();
   for (const int images : {1, 2, 4}) {
-    std::vector<model::testing::SyntheticImage> list;
-    std::vector<int64_t> ids;
-    for (int i = 0; i < images; ++i) {
-      list.push_back(synthetic_image(80 + 16 * images, 112, 2 + i % 2, 40 + i));
-      ids.push_back(100 * images + i);
-    }
-    const model::Batch b = on_gpu(make_batch(list, ids));
+    const model::Batch b = counted_batch(images);
     SyncCounter counter;
     ASSERT_TRUE(counter.watching_cuda());
     const model::TrainOutput out = m->forward_train(b, gen);
@@ -76,13 +82,7 @@ TEST(TrainingStepSyncs, OnCudaTheTrainerAddsOnlyItsResultsReadEveryNSteps) {
   trainer.step(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})));
   std::vector<int64_t> syncs, read;
   for (const int images : {1, 2, 4}) {
-    std::vector<model::testing::SyntheticImage> list;
-    std::vector<int64_t> ids;
-    for (int i = 0; i < images; ++i) {
-      list.push_back(synthetic_image(80 + 16 * images, 112, 2 + i % 2, 40 + i));
-      ids.push_back(100 * images + i);
-    }
-    const model::Batch b = on_gpu(make_batch(list, ids));
+    const model::Batch b = counted_batch(images);
     SyncCounter counter;
     ASSERT_TRUE(counter.watching_cuda());
     trainer.step(b, [&](const StepResult& r) { read.push_back(r.step); });
