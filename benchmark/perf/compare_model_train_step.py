@@ -27,8 +27,8 @@ Configurations:
 
 On a GPU (--device cuda): both sides train there, under autocast when --precision is bf16 or
 fp16 (for fp16 with loss scaling: torchvision with torch.autocast and a GradScaler, the usual AMP
-recipe; ours with the harness's LossScaler, its step reading the loss and overflow flag once as
-the harness's trainer does), each step timed between two device synchronizations; reported
+recipe; ours with the harness's LossScaler, its step reading nothing back, as the harness's trainer
+between its reads of step results: the skip and the scale's update are decided on the device), each step timed between two device synchronizations; reported
 besides images/s: the peak GPU memory (the caching allocator's) and the host synchronizations of
 one more, untimed step (LibTorch's sync debug mode: torch.cuda.set_sync_debug_mode("warn") for
 torchvision, train::SyncCounter for ours; the mode costs host time per sync, so timed steps run

@@ -101,19 +101,23 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
       }
       notify([&](RunObserver& o) { o.step_done(epoch, r, images, secs); });
     };
-    // Unread results are read before anything that reports the epoch, and before a stop.
-    const auto read_then_stop_if_requested = [&] {
-      if (stop_signal_received() != 0) trainer_.read_results(record);
-      throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
-    };
-    while (auto batch = next_batch()) {
-      notify([&](RunObserver& o) { o.step_starting(epoch); });
-      trainer_.step(*batch, record);
-      read_then_stop_if_requested();
-      if (target_reached()) {  // an earlier epoch's score arrived and met the targets
-        stop = true;
-        break;
+    // Unread results are read before anything that reports the epoch. One rank alone also reads
+    // them before it stops on an error or a signal: with several, the read is a collective that
+    // the other ranks, not stopping at this step, would not join (they stop by the communicator's
+    // abort). An earlier step's failure read there is the error the run reports.
+    try {
+      while (auto batch = next_batch()) {
+        notify([&](RunObserver& o) { o.step_starting(epoch); });
+        trainer_.step(*batch, record);
+        throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
+        if (target_reached()) {  // an earlier epoch's score arrived and met the targets
+          stop = true;
+          break;
+        }
       }
+    } catch (...) {
+      if (comm_.world_size() == 1 && trainer_.unread_steps() > 0) trainer_.read_results(record);
+      throw;
     }
     trainer_.read_results(record);
     mllog_.log(key::kEpochStop, nullptr, Json{{meta::kEpochNum, epoch}});

@@ -1,5 +1,6 @@
 #include "benchmark/train/loss_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -60,6 +61,9 @@ void LossScaler::restore(double scale, int64_t good_steps) {
     throw std::runtime_error("loss scaler state is invalid");
   const at::Device device = scale_.defined() ? scale_.device() : at::Device(at::kCPU);
   scale_ = at::full({1}, scale, at::TensorOptions().dtype(at::kFloat).device(device));
+  // The scale grows when the count reaches growth_interval exactly: a count saved with a longer
+  // interval resumes one finite step short of growing, as it would have grown at its next one.
+  good_steps = std::min<int64_t>(good_steps, options_.growth_interval - 1);
   good_steps_ = at::full({1}, good_steps, at::TensorOptions().dtype(at::kInt).device(device));
 }
 

@@ -42,8 +42,9 @@ class Sgd {
   Sgd(std::vector<NamedParameter> parameters, SgdOptions options);
 
   // One update with base learning rate `lr` (the bias factor is applied here). `found_inf`, when
-  // given, is a float32 [1] on the parameters' device (LossScaler::unscale's flag): where it is
-  // nonzero the parameters and momentum buffers stay as they are, decided on the device.
+  // given, is a float32 [1] on the parameters' device holding 0 or 1 (LossScaler::unscale's flag;
+  // the fused kernel skips on exactly 1): where it is 1 the parameters and momentum buffers stay
+  // as they are, decided on the device.
   void step(double lr, const at::Tensor& found_inf = {});
   // The kernel: kAuto is kFused off the CPU and kForeach on it. kFused is LibTorch's fused SGD,
   // one launch per group, skipping on the device; kForeach is the per-tensor arithmetic as

@@ -73,7 +73,9 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     RECORD_FUNCTION("mrcnn::optimizer", std::vector<c10::IValue>());
     // Unscaled, checked, clipped and applied on the device: where found_inf is set, the scale
     // backs off and SGD changes nothing.
-    const at::Tensor found_inf = scaler_.unscale(params);
+    // A non-finite loss whose gradients came out finite (say a mean over nothing) is no update either.
+    const at::Tensor found_inf =
+        at::maximum(scaler_.unscale(params), total.detach().isfinite().logical_not().to(at::kFloat).reshape({1}));
     const bool clip = options_.gradient_clip_norm > 0;
     const at::Tensor norm = clip ? clip_grad_norm(params, options_.gradient_clip_norm) : at::Tensor();
     scaler_.update(found_inf);
@@ -120,10 +122,16 @@ void Trainer::read_results(const ResultSink& done) {
   std::vector<int32_t> own_faults(steps.size(), 0);
   if (on_gpu)
     for (size_t k = 0; k < steps.size(); ++k) own_faults[k] = static_cast<int32_t>(host.data_ptr<double>()[fault_at(k)]);
+  // The norm is the same on every rank (the gradients are all-reduced): taken before the mean over
+  // ranks, which can move its last bit.
+  const bool clip = options_.gradient_clip_norm > 0;
+  std::vector<double> norms(steps.size(), 0.0);
+  if (clip)
+    for (size_t k = 0; k < steps.size(); ++k) norms[k] = host.data_ptr<double>()[offset[k + 1] - 1];
   if (comm_.world_size() > 1) {
     // Every rank reports, and judges finiteness on, the same global mean losses, so that a
     // non-finite loss on one rank stops all of them at the same step; likewise a fault. (The
-    // norm and the non-finite flag are the same on every rank: the gradients are all-reduced.)
+    // non-finite flag is the same on every rank, as the norm.)
     std::vector<at::Tensor> v{host};
     comm_.allreduce_mean(v);
   }
@@ -147,7 +155,7 @@ void Trainer::read_results(const ResultSink& done) {
         if (!std::isfinite(x)) which += (which.empty() ? "" : ", ") + name;
       throw NonFiniteLoss(r.step, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
     }
-    if (finite && options_.gradient_clip_norm > 0) r.grad_norm = all[offset[k + 1] - 1];
+    if (finite && clip) r.grad_norm = norms[k];
     if (!finite) {
       r.skipped = true;
       if (!scaler_.enabled())  // without loss scaling there is nothing to back off: a real divergence
@@ -158,6 +166,9 @@ void Trainer::read_results(const ResultSink& done) {
 }
 
 StepResult Trainer::step(const model::Batch& batch) {
+  if (!unread_.empty())
+    throw std::logic_error("Trainer::step(batch) with " + std::to_string(unread_.size()) +
+                           " steps unread: their results would be lost (read_results first)");
   std::optional<StepResult> last;
   const ResultSink keep = [&](const StepResult& r) { last = r; };
   step(batch, keep);

@@ -121,7 +121,8 @@ class Trainer {
   void step(const model::Batch& batch, const ResultSink& done);
   // Reads the results of the steps not read yet (at the end of an epoch, before a checkpoint).
   void read_results(const ResultSink& done);
-  // One step, its results read at once (tests and tools; any earlier unread steps are read too).
+  // One step, its results read at once (tests and tools); throws std::logic_error when earlier
+  // steps are unread.
   StepResult step(const model::Batch& batch);
   // Steps taken whose results have not been read.
   int64_t unread_steps() const { return static_cast<int64_t>(unread_.size()); }

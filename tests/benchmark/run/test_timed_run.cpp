@@ -37,6 +37,7 @@ struct ToyRun {
   std::chrono::milliseconds scoring_delay{50};
   bool async = true;
   int64_t nan_at_step = -1;
+  int64_t fail_at_step = -1;
   uint64_t seed = 7;
   int64_t results_every = 1;
   std::vector<RunObserver*> observers;  // besides the metrics file
@@ -50,6 +51,7 @@ struct ToyRun {
                          .warmup_factor = 0.1, .decay_steps = {30, 40}});
     ToyModel model;
     model.nan_at_step_ = nan_at_step;
+    model.fail_at_step_ = fail_at_step;
     auto comm = comm::make_local_communicator();
     train::Trainer trainer(model,
                            {.schedule = {.base_lr = 0.01, .warmup_steps = 5, .warmup_factor = 0.1, .decay_steps = {30, 40}},
@@ -281,6 +283,23 @@ TEST(TimedRun, NonFiniteLossAbortsTheRunCleanly) {
     EXPECT_NE(metrics.find("\"step\":8,"), std::string::npos) << metrics;
     EXPECT_EQ(metrics.find("\"step\":9,"), std::string::npos) << metrics;
   }
+}
+
+// A run that fails in a step's forward still hands over the steps before it that were not read.
+TEST(TimedRun, AFailingStepLosesNoEarlierStepsResults) {
+  Scratch s;
+  ToyRun cfg;
+  cfg.fail_at_step = 9;
+  cfg.results_every = 4;  // steps 6-8 are unread when step 9 fails
+  try {
+    cfg.run(s.dir / "mlperf.log", (s.dir / "metrics.jsonl").string());
+    FAIL() << "expected the model's error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "toy model failed");
+  }
+  const std::string metrics = read(s.dir / "metrics.jsonl");
+  EXPECT_NE(metrics.find("\"step\":8,"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("\"step\":9,"), std::string::npos) << metrics;
 }
 
 // An epoch's results are all read before the epoch ends: a run reading every fourth step writes

@@ -27,7 +27,9 @@ class ToyModel final : public train::TrainableModel {
     // A random subset of the batch, drawn from the step's generator (as the RoI sampler does).
     const at::Tensor keep = at::rand({batch.size()}, gen_) < 0.75;
     const at::Tensor err = (x.matmul(w_) + b_ - y) * keep.to(at::kFloat);
-    if (nan_at_step_ >= 0 && calls_++ == nan_at_step_) return {{"loss_mse", err.pow(2).mean() * NAN}};
+    const int64_t call = calls_++;
+    if (call == fail_at_step_) throw std::runtime_error("toy model failed");
+    if (call == nan_at_step_) return {{"loss_mse", err.pow(2).mean() * NAN}};
     return {{"loss_mse", err.pow(2).mean()}, {"loss_l1", err.abs().mean() * 0.1}};
   }
   std::vector<model::Detections> detect(const model::Batch& batch) override {
@@ -43,6 +45,7 @@ class ToyModel final : public train::TrainableModel {
   void set_training(bool) override {}
   void set_step_seed(uint64_t seed) override { gen_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
   int64_t nan_at_step_ = -1;
+  int64_t fail_at_step_ = -1;  // throws in this step's forward
 
  private:
   at::Tensor w_, b_;

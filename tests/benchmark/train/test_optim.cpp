@@ -194,6 +194,10 @@ TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterAnInterval) {
   EXPECT_EQ(s.scale(), 256);
   s.update(torch::zeros({1}));
   EXPECT_EQ(s.scale(), 512) << "the restored count goes on";
+  s.restore(256, 7);  // a count saved under a longer interval: grows at the next finite step
+  s.update(torch::zeros({1}));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_EQ(s.good_steps(), 0);
   LossScaler off;
   EXPECT_EQ(off.scale(), 1);
   EXPECT_TRUE(torch::equal(off.scale_loss(torch::ones({1})), torch::ones({1})));
