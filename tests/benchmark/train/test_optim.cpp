@@ -173,6 +173,58 @@ TEST(ClipGradNorm, OnCudaReadsNothingAndMatchesTheCpu) {
   EXPECT_EQ(clip_grad_norm({{"bare", bare}}, 1.0).device().type(), c10::kCUDA);
 }
 
+// On a GPU the optimizer part of a float16 step reads nothing: unscale and check, the scale's
+// update and the fused SGD. An overflowed step changes no parameter or buffer and halves the
+// scale; a finite one updates as the CPU's kernel does, within float32 rounding.
+TEST(Sgd, OnCudaTheScaledStepSkipsOnTheDeviceWithoutASyncAndMatchesTheCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the fused CUDA update is not tested";
+  torch::manual_seed(6);
+  std::vector<NamedParameter> cpu, gpu;
+  const std::vector<std::string> names = {"conv.weight", "conv.bias", "fc.weight"};
+  const std::vector<std::vector<int64_t>> shapes = {{16, 3, 3, 3}, {16}, {10, 33}};
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto p = torch::randn(shapes[i]).requires_grad_();
+    auto q = p.detach().to(torch::kCUDA).requires_grad_();
+    cpu.push_back({names[i], p});
+    gpu.push_back({names[i], q});
+  }
+  const SgdOptions o{};
+  Sgd cpu_sgd(cpu, o), gpu_sgd(gpu, o);
+  LossScaler cpu_scaler({.enabled = true, .init_scale = 1024}), gpu_scaler({.enabled = true, .init_scale = 1024});
+  for (int step = 0; step < 3; ++step) {
+    const bool overflow = step == 1;
+    std::vector<at::Tensor> before;
+    for (size_t i = 0; i < names.size(); ++i) {
+      at::Tensor g = torch::randn(shapes[i]) * 1024;
+      if (overflow && i == 2) g[0][0] = INFINITY;
+      cpu[i].tensor.mutable_grad() = g;
+      gpu[i].tensor.mutable_grad() = g.to(torch::kCUDA);
+      before.push_back(gpu[i].tensor.detach().clone());
+    }
+    SyncCounter counter;
+    const at::Tensor found_inf = gpu_scaler.unscale(gpu);
+    gpu_scaler.update(found_inf);
+    gpu_sgd.step(0.1, found_inf);
+    const int64_t syncs = counter.count();
+    if (counter.watching_cuda()) {
+      EXPECT_EQ(syncs, 0) << "step " << step;
+    }
+    const at::Tensor cpu_flag = cpu_scaler.unscale(cpu);
+    cpu_scaler.update(cpu_flag);
+    cpu_sgd.step(0.1, cpu_flag);
+    EXPECT_EQ(found_inf.item<float>(), overflow ? 1.f : 0.f);
+    EXPECT_EQ(gpu_scaler.scale(), cpu_scaler.scale()) << "step " << step;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const at::Tensor now = gpu[i].tensor.detach();
+      if (overflow) {
+        EXPECT_TRUE(torch::equal(now, before[i])) << names[i] << ": the overflowed step changed it";
+      }
+      EXPECT_TRUE(torch::allclose(now.cpu(), cpu[i].tensor.detach(), 1e-5, 1e-6)) << names[i] << " step " << step;
+    }
+  }
+  EXPECT_EQ(gpu_scaler.scale(), 512);
+}
+
 TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterAnInterval) {
   LossScaler s({.enabled = true, .init_scale = 1024, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 3});
   auto p = torch::zeros({2}).requires_grad_();
