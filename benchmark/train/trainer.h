@@ -1,8 +1,9 @@
 // One training step, the reference's way: forward (under autocast when the precision asks),
 // sum of the named losses, backward (loss-scaled for float16), gradient all-reduce over ranks,
 // unscale, finite-gradient check, optional clipping by global norm, the loss scale's update and
-// SGD, all on the device: where a gradient is not finite the update changes nothing (the float16
-// skip), decided there. No part of the step waits for the host.
+// SGD, all on the device: where a gradient or the loss is not finite the update changes nothing
+// (the float16 skip), decided there. None of this waits for the host (on a GPU the network's
+// samplers still read their counts: benchmark/README.md, "The training step on a GPU").
 //
 // What the host needs to know of a step (every loss, whether it was skipped, the norm, GPU kernel
 // faults) is gathered on the device and read back in one copy every `results_every` steps, for all
