@@ -114,40 +114,32 @@ void Trainer::read_results(const ResultSink& done) {
     offset.push_back(offset.back() + u.values.numel());
   }
   const at::Device device = rows.front().device();
-  at::Tensor host = at::cat(rows).to(at::kCPU);
-  const bool on_gpu = !device.is_cpu();
-  // On a GPU, where each row holds its fault word (after the losses, their sum and the flag).
-  const auto fault_at = [&](size_t k) { return offset[k] + static_cast<int64_t>(steps[k].known.losses.size()) + 2; };
-  // This rank's own fault bits, before the all-reduce mixes them with the others'.
-  std::vector<int32_t> own_faults(steps.size(), 0);
-  if (on_gpu)
-    for (size_t k = 0; k < steps.size(); ++k) own_faults[k] = static_cast<int32_t>(host.data_ptr<double>()[fault_at(k)]);
-  // The norm is the same on every rank (the gradients are all-reduced): taken before the mean over
-  // ranks, which can move its last bit.
-  const bool clip = options_.gradient_clip_norm > 0;
-  std::vector<double> norms(steps.size(), 0.0);
-  if (clip)
-    for (size_t k = 0; k < steps.size(); ++k) norms[k] = host.data_ptr<double>()[offset[k + 1] - 1];
+  const at::Tensor own = at::cat(rows).to(at::kCPU);
+  // Every rank reports, and judges finiteness on, the same global mean losses, so that a
+  // non-finite loss on one rank stops all of them at the same step; likewise a fault. The norm
+  // (the same on every rank: the gradients are all-reduced) and this rank's own fault bits are
+  // taken from this rank's values: the mean can move the norm's last bit.
+  at::Tensor mean = own;
   if (comm_.world_size() > 1) {
-    // Every rank reports, and judges finiteness on, the same global mean losses, so that a
-    // non-finite loss on one rank stops all of them at the same step; likewise a fault. (The
-    // non-finite flag is the same on every rank, as the norm.)
-    std::vector<at::Tensor> v{host};
+    std::vector<at::Tensor> v{own.clone()};
     comm_.allreduce_mean(v);
+    mean = v[0];
   }
-  const double* all = host.data_ptr<double>();
+  const bool on_gpu = !device.is_cpu();
   for (size_t k = 0; k < steps.size(); ++k) {
     StepResult& r = steps[k].known;
-    const double* v = all + offset[k];
+    const double* v = mean.data_ptr<double>() + offset[k];
+    const double* mine = own.data_ptr<double>() + offset[k];
     int64_t i = 0;
     for (auto& [name, value] : r.losses) value = v[i++];
     r.loss = v[i++];
-    const bool finite = v[i] == 0;
-    if (on_gpu && all[fault_at(k)] != 0) {  // after the all-reduce: a fault on any rank
+    const bool finite = v[i++] == 0;
+    if (on_gpu && v[i] != 0) {  // the fault word, after the flag; in the mean: a fault on any rank
       ops::device_fault_word(device).zero_();
       const std::string context = "step " + std::to_string(r.step);
-      if (own_faults[k] == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
-      ops::throw_device_faults(own_faults[k], context);
+      const auto faults = static_cast<int32_t>(mine[i]);
+      if (faults == 0) throw std::runtime_error(context + ": another rank's GPU kernels reported invalid inputs");
+      ops::throw_device_faults(faults, context);
     }
     if (!std::isfinite(r.loss)) {
       std::string which;
@@ -155,7 +147,7 @@ void Trainer::read_results(const ResultSink& done) {
         if (!std::isfinite(x)) which += (which.empty() ? "" : ", ") + name;
       throw NonFiniteLoss(r.step, std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " (" + which + ")");
     }
-    if (finite && clip) r.grad_norm = norms[k];
+    if (finite && options_.gradient_clip_norm > 0) r.grad_norm = own.data_ptr<double>()[offset[k + 1] - 1];
     if (!finite) {
       r.skipped = true;
       if (!scaler_.enabled())  // without loss scaling there is nothing to back off: a real divergence
