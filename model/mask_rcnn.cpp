@@ -52,9 +52,45 @@ c10::Device MaskRCNNImpl::device() const { return parameters().front().device();
 
 at::ScalarType MaskRCNNImpl::dtype() const { return parameters().front().scalar_type(); }
 
-std::vector<at::Tensor> MaskRCNNImpl::features(const Batch& batch) {
+at::Tensor MaskRCNNImpl::device_images(const Batch& batch) {
   at::Tensor images = batch.images.to(device(), dtype());
   if (options_.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  return images;
+}
+
+void MaskRCNNImpl::use_feature_graphs(int64_t max_shapes, FeatureGraphs::Replay replay) {
+  // The RPN head's maps feed the proposals only (no gradient): its losses evaluate it again.
+  std::vector<at::Tensor> trainable, watched;
+  auto add = [&](const torch::nn::Module& m, bool with_gradient) {
+    for (const at::Tensor& p : m.parameters()) {
+      watched.push_back(p);
+      if (with_gradient && p.requires_grad()) trainable.push_back(p);
+    }
+  };
+  add(*backbone, true);
+  add(*fpn, true);
+  add(*rpn->head, false);
+  auto body = [this](const at::Tensor& images, PaddingMasks* masks) {
+    FeatureGraphs::Outputs out;
+    out.features = fpn->forward(backbone->forward(images, masks), masks);
+    const c10::NoGradGuard no_grad;
+    std::tie(out.objectness, out.deltas) = rpn->head->forward(out.features);
+    return out;
+  };
+  graphs_ = std::make_shared<FeatureGraphs>(std::move(body), std::move(trainable), std::move(watched),
+                                            options_.mask_padding, max_shapes, replay);
+}
+
+std::optional<FeatureGraphs::Outputs> MaskRCNNImpl::graphed_features(const Batch& batch) {
+  if (!graphs_ && options_.cuda_graph_shapes > 0 && device().is_cuda())
+    use_feature_graphs(options_.cuda_graph_shapes, FeatureGraphs::Replay::kCudaGraph);
+  if (!graphs_) return std::nullopt;
+  RECORD_FUNCTION("mrcnn::feature_graphs", std::vector<c10::IValue>());
+  return graphs_->run(device_images(batch), batch.image_sizes);
+}
+
+std::vector<at::Tensor> MaskRCNNImpl::features(const Batch& batch) {
+  const at::Tensor images = device_images(batch);
   std::optional<PaddingMasks> masks;
   if (options_.mask_padding)
     masks.emplace(batch.image_sizes, images.size(2), images.size(3), images.device());
@@ -77,8 +113,12 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
   TrainOutput out;
   {
     AutocastGuard autocast(options_.precision, dev.type());
-    const std::vector<at::Tensor> feats = features(batch);
-    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true);
+    const std::optional<FeatureGraphs::Outputs> graphed = graphed_features(batch);
+    const std::vector<at::Tensor> feats = graphed ? graphed->features : features(batch);
+    const auto head_maps = graphed ? std::make_optional(std::make_pair(graphed->objectness, graphed->deltas))
+                                   : std::nullopt;
+    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true, nullptr, nullptr,
+                                       head_maps ? &*head_maps : nullptr);
     // Both heads label their candidates before either draws, so that the counts the draws need
     // come to the host in one read. The RPN still draws first: the streams give the same samples.
     // The RPN's labels and losses are profiled as its stage, as when forward() computed them.

@@ -26,12 +26,14 @@
 #include <torch/nn/pimpl.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "model/backbone/fpn.h"
 #include "model/backbone/resnet.h"
+#include "model/feature_graphs.h"
 #include "model/options.h"
 #include "model/roi_heads.h"
 #include "model/rpn.h"
@@ -78,16 +80,29 @@ class MaskRCNNImpl : public torch::nn::Module {
   c10::Device device() const;
   at::ScalarType dtype() const;
 
+  // Training runs the backbone, FPN and RPN head from graphs (feature_graphs.h), for up to
+  // max_shapes batch shapes. A CUDA model whose options say cuda_graph_shapes > 0 turns CUDA
+  // graphs on by itself at its first training step; tests use FeatureGraphs::Replay::kRerun on
+  // any device. Inference never uses them.
+  void use_feature_graphs(int64_t max_shapes, FeatureGraphs::Replay replay);
+  // Null until graphs are in use.
+  const FeatureGraphs* feature_graphs() const { return graphs_.get(); }
+
   ResNet backbone{nullptr};
   FPN fpn{nullptr};
   RPN rpn{nullptr};
   RoIHeads roi_heads{nullptr};
 
  private:
-  // P2..P6 of the batch's images, on the model's device and memory format.
+  // The batch's images on the model's device, in its dtype and memory format.
+  at::Tensor device_images(const Batch& batch);
+  // P2..P6 of the batch's images.
   std::vector<at::Tensor> features(const Batch& batch);
+  // From the graphs; nullopt when none are in use or the batch's shape is beyond their count.
+  std::optional<FeatureGraphs::Outputs> graphed_features(const Batch& batch);
 
   ModelOptions options_;
+  std::shared_ptr<FeatureGraphs> graphs_;
 };
 TORCH_MODULE(MaskRCNN);
 

@@ -109,6 +109,8 @@ void ModelOptions::validate() const {
   }
 
   at_least("fpn.out_channels", fpn.out_channels, 1);
+  if (cuda_graph_shapes < 0 || cuda_graph_shapes > 1024)
+    invalid("cuda_graph_shapes", "an integer in [0, 1024]", std::to_string(cuda_graph_shapes));
 
   const RPNOptions& r = rpn;
   if (r.anchor_sizes.size() != 5)

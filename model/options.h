@@ -186,6 +186,10 @@ struct ModelOptions {
   bool cpu_own_weight_grad = true;
   // Autocast's lower precision for the forward pass (kFloat32: none).
   Precision precision = Precision::kFloat32;
+  // CUDA only: training runs the backbone, FPN and RPN head from CUDA graphs, captured for each
+  // of the first cuda_graph_shapes padded batch shapes (later shapes run without graphs);
+  // 0: no graphs. The same arithmetic either way (feature_graphs.h).
+  int64_t cuda_graph_shapes = 0;
 
   // Throws std::invalid_argument naming the first invalid field ("rpn.positive_fraction ...").
   void validate() const;

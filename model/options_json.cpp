@@ -91,6 +91,7 @@ void fields(V& v, ModelOptions& o) {
   v("channels_last", o.channels_last);
   v("cpu_own_weight_grad", o.cpu_own_weight_grad);
   v("precision", o.precision);
+  v("cuda_graph_shapes", o.cuda_graph_shapes);
 }
 
 template <class T>

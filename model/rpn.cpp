@@ -178,7 +178,8 @@ void RPNImpl::check_levels(const std::vector<at::Tensor>& features) const {
 
 RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
                            bool training, const std::vector<ImageTargets>* targets,
-                           SampleStreams* streams) {
+                           SampleStreams* streams,
+                           const std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>* head_maps) {
   check_levels(features);
   RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
   // The head runs on the full maps without a graph: proposals need every location but no
@@ -186,7 +187,9 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
   // again at those cells alone (losses(), below): backward then keeps no map of the head and
   // does no full-map convolution backward, and the pyramid levels need not be kept either.
   std::vector<at::Tensor> objectness, deltas;
-  {
+  if (head_maps) {
+    std::tie(objectness, deltas) = *head_maps;
+  } else {
     c10::NoGradGuard no_grad;
     std::tie(objectness, deltas) = head->forward(features);
   }

@@ -67,9 +67,12 @@ class RPNImpl : public torch::nn::Module {
 
   // features: P2..P6 [N, C, H_l, W_l]; image_sizes: int64 [N, 2] true sizes (CPU);
   // training selects the _train counts and, with `targets` and `streams`, computes the losses.
+  // head_maps: the head's (objectness, deltas) on the full maps when the caller computed them
+  // (MaskRCNN's CUDA graphs), otherwise computed here.
   RPNOutput forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
                     bool training, const std::vector<ImageTargets>* targets = nullptr,
-                    SampleStreams* streams = nullptr);
+                    SampleStreams* streams = nullptr,
+                    const std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>* head_maps = nullptr);
 
   // Anchors of every level for the features of a padded batch (one [H*W*A, 4] per level), on the
   // features' device, built there. Kept for the last few batch shapes (grids, strides, dtype,

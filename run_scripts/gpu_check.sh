@@ -24,8 +24,9 @@
 #                                 as it is. "configure" alone needs no GPU: it checks, before a
 #                                 GPU is at hand, that the carried packages and the PyTorch there
 #                                 configure the project with its CUDA kernels,
-#              MRCNN_STEP_CASES   the train-step comparisons, as BATCH:CHANNELS_LAST pairs
-#                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0"),
+#              MRCNN_STEP_CASES   the train-step comparisons, as BATCH:CHANNELS_LAST pairs, with
+#                                 ":g" for ours with CUDA graphs (backbone, FPN, RPN head)
+#                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0 8:1:g"),
 #              MRCNN_EPOCH_IMAGES training images of the synthetic epoch (default 256),
 #              MRCNN_EPOCH_SIZE   their size (default 1333x800),
 #              MRCNN_GPU_CHECK_BUILD  an existing build to use instead of OUT/build,
@@ -64,8 +65,8 @@ wants() { [[ $stages == *",$1,"* ]]; }
 configure_only=0
 [[ $stages =~ ^,(configure,)+$ ]] && configure_only=1
 for _c in ${MRCNN_STEP_CASES:-}; do
-  [[ $_c =~ ^[0-9]+:[01]$ ]] ||
-    { echo "gpu_check: MRCNN_STEP_CASES entries are BATCH:CHANNELS_LAST (e.g. 8:1), got '$_c'" >&2; exit 2; }
+  [[ $_c =~ ^[0-9]+:[01](:g)?$ ]] ||
+    { echo "gpu_check: MRCNN_STEP_CASES entries are BATCH:CHANNELS_LAST[:g] (e.g. 8:1 or 8:1:g), got '$_c'" >&2; exit 2; }
 done
 rehearsal=0
 if [[ ${MRCNN_GPU_REHEARSAL:-0} == 1 ]]; then
@@ -231,12 +232,15 @@ if wants steps; then
   if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
     run=(--config full --device cuda --reps 2 --steps 10 --warmup 3 --threads 8)
     ((rehearsal)) && run=(--config small --device cpu --reps 1 --steps 2 --warmup 1 --threads "$jobs")
-    for case in ${MRCNN_STEP_CASES:-2:1 2:0 4:1 4:0 8:1 8:0}; do
-      batch=${case%%:*} cl=${case##*:}
-      stage "step_b${batch}_cl${cl}" "$python" "$repo/benchmark/perf/compare_model_train_step.py" \
-        --build "$build" "${run[@]}" --precision fp16 --batch "$batch" --channels-last "$cl" \
-        --json "$out/step_b${batch}_cl${cl}.json" || failed=1
-      grep '^RESULT' "$out/step_b${batch}_cl${cl}.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+    for case in ${MRCNN_STEP_CASES:-2:1 2:0 4:1 4:0 8:1 8:0 8:1:g}; do
+      IFS=: read -r batch cl graphs <<<"$case"
+      name="step_b${batch}_cl${cl}" extra=()
+      # CUDA graphs are a GPU switch: a rehearsal on the CPU runs the case without them.
+      if [[ $graphs == g ]]; then name+="_graphs"; ((rehearsal)) || extra=(--cuda-graphs 4); fi
+      stage "$name" "$python" "$repo/benchmark/perf/compare_model_train_step.py" \
+        --build "$build" "${run[@]}" --precision fp16 --batch "$batch" --channels-last "$cl" "${extra[@]}" \
+        --json "$out/$name.json" || failed=1
+      grep '^RESULT' "$out/$name.log" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
     done
   else
     say "bench_model_train_step not built (Google Benchmark missing): no train-step comparison"

@@ -65,6 +65,9 @@ constexpr Rule kConfigRules[] = {
     {"run.checkpoint_every_epoch", false, "checkpoints are written outside the arithmetic"},
     {"run.cache_clear", false, "a log field"},
     {"run.results_every_steps", false, "when the host reads the step results does not change the arithmetic"},
+    {"run.cuda_graph_shapes", true,
+     "graphs replay the same operations (bit-identical when rehearsed on the CPU), but no GPU comparison has "
+     "been made: treated as a possible difference"},
     {"run.eval_threads", false, kEvalThreads},
     {"data.loader_threads", false, kLoaderThreads},
     {"data.prefetch_batches", false, "prefetching does not change the batches"},

@@ -71,6 +71,7 @@ void fields(V& v, RunSettings& s) {
   v("initial_weights", s.initial_weights);
   v("cache_clear", s.cache_clear);
   v("results_every_steps", s.results_every_steps, {.range = {.min = 1, .max = 100000}});
+  v("cuda_graph_shapes", s.cuda_graph_shapes, {.range = {.min = 0, .max = 1024}});
 }
 
 template <class V>
@@ -237,7 +238,8 @@ Hyperparameters read_hyperparameters(ConfigReader r) {
 // the model section may not set itself.
 constexpr const char* kOwnedModelKeys[][2] = {{"channels_last", "run.channels_last"},
                                               {"precision", "run.precision"},
-                                              {"mixed_precision", "run.precision"}};
+                                              {"mixed_precision", "run.precision"},
+                                              {"cuda_graph_shapes", "run.cuda_graph_shapes"}};
 
 model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) {
   Json section = c.resolved.contains("model") ? c.resolved["model"] : Json::object();
@@ -252,6 +254,7 @@ model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) 
     m = model::model_options_from_json(nlohmann::json::parse(section.dump()), model::ModelOptions{}, "model");
     m.channels_last = c.run.channels_last;
     m.precision = c.run.precision;
+    m.cuda_graph_shapes = c.run.cuda_graph_shapes;
     m.rpn.post_nms_top_n_train = c.hp.num_image_candidates;
     m.validate();
   } catch (const std::invalid_argument& e) {
@@ -274,6 +277,8 @@ void validate(const SystemConfig& c) {
   if (c.run.precision == model::Precision::kFloat16 && !device.starts_with("cuda"))
     fail_at(c, "run.precision", "fp16 (with loss scaling) is for CUDA devices; use bf16 on " + device);
   // bf16 on CUDA: autocast bfloat16, no loss scaling (Ampere and newer; a V100 emulates it slowly).
+  if (c.run.cuda_graph_shapes > 0 && !device.starts_with("cuda"))
+    fail_at(c, "run.cuda_graph_shapes", "CUDA graphs need run.device \"cuda\", not \"" + device + "\" (set 0)");
   try {
     c.data.transform.validate();
   } catch (const std::exception& e) {

@@ -90,6 +90,9 @@ struct RunSettings {
   // device: 1 reads every step; N keeps N steps' on the device and reads them in one copy, a
   // step without a host synchronization (train::TrainerOptions::results_every).
   int64_t results_every_steps = 1;
+  // CUDA: training replays the backbone, FPN and RPN head from CUDA graphs for up to this many
+  // padded batch shapes (model::FeatureGraphs); 0: no graphs.
+  int64_t cuda_graph_shapes = 0;
 };
 
 struct DataSettings {
@@ -128,7 +131,7 @@ struct SystemConfig {
   LaunchSettings launch;
   RunSettings run;
   DataSettings data;
-  model::ModelOptions model;  // with run.channels_last, run.precision and num_image_candidates applied
+  model::ModelOptions model;  // with run.channels_last, run.precision, run.cuda_graph_shapes and num_image_candidates applied
   Hyperparameters hp;
   Json resolved;    // every value after overrides and defaults (written beside the run's log)
   Origins origins;  // the keys set on the command line, and by which argument

@@ -20,7 +20,8 @@
 // as the harness's launch.host_memory (default retain, the harness's default).
 // --mrcnn_device=cuda[:N] runs the step on a GPU (the batch's tensors copied there once; polygons
 // stay on the host, as the harness keeps them), --mrcnn_precision=fp32|bf16|fp16 and
-// --mrcnn_channels_last=0|1 override options.json. Every step ends with a device synchronize
+// --mrcnn_channels_last=0|1 and --mrcnn_cuda_graph_shapes=N (CUDA graphs for the backbone, FPN and RPN
+// head: model::FeatureGraphs; the warm-up steps capture the batch's shape) override options.json. Every step ends with a device synchronize
 // before its time is taken; the report adds "syncs_per_step" (host synchronizations LibTorch made
 // inside one more, untimed step, counted by train::SyncCounter; 0 on the CPU) and, on a GPU,
 // "peak_gpu_mb" (the caching allocator's peak). The optimizer is the harness's train::Sgd
@@ -340,6 +341,10 @@ int drive(const std::map<std::string, std::string>& flags) {
   ModelOptions run_options = options;
   if (flags.count("precision")) run_options.precision = parse_precision(flags.at("precision"));
   if (flags.count("channels_last")) run_options.channels_last = flags.at("channels_last") == "1";
+  if (flags.count("cuda_graph_shapes")) run_options.cuda_graph_shapes = std::stoll(flags.at("cuda_graph_shapes"));
+  if (run_options.cuda_graph_shapes > 0 && !(flags.count("device") && flags.at("device").starts_with("cuda")))
+    throw std::invalid_argument("--mrcnn_cuda_graph_shapes needs --mrcnn_device=cuda");
+  run_options.validate();
   MaskRCNN model(run_options, at::make_generator<at::CPUGeneratorImpl>(7));
   load_weights(*model, dir + "/weights.safetensors");
   const at::Device device(flags.count("device") ? flags.at("device") : "cpu");

@@ -367,6 +367,8 @@ def run_side(side, case, args, steps, warmup, trace=None):
                f"--mrcnn_device={args.device}", f"--mrcnn_precision={args.precision}"]
         if args.channels_last is not None:
             cmd.append(f"--mrcnn_channels_last={args.channels_last}")
+        if args.cuda_graphs:
+            cmd.append(f"--mrcnn_cuda_graph_shapes={args.cuda_graphs}")
         if trace:
             cmd.append(f"--mrcnn_trace={trace}")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -455,7 +457,8 @@ def compare(name, cfg, args, workdir):
             run_side(side, case, args, 1, 1, trace=traces[side])
     result = {"config": cfg, "reps": reps, "steps_per_rep": steps, "warmup": warmup,
               "device": args.device, "precision": args.precision,
-              "channels_last": {"ours": args.channels_last or "options", "torchvision": tv_channels_last(args)}}
+              "channels_last": {"ours": args.channels_last or "options", "torchvision": tv_channels_last(args)},
+              "cuda_graph_shapes": {"ours": args.cuda_graphs, "torchvision": 0}}
     for side, rs in runs.items():
         step = statistics.median([statistics.median(r["step_seconds"]) for r in rs])
         result[side] = {"step_seconds": step, "images_per_second": cfg["images"] / step,
@@ -524,6 +527,9 @@ def main():
     p.add_argument("--channels-last", choices=["0", "1"],
                    help="both sides' layout (default: ours from its options, torchvision's on a GPU)")
     # worker mode
+    p.add_argument("--cuda-graphs", type=int, default=0,
+                   help="ours: CUDA graphs for the backbone, FPN and RPN head (shapes to capture; 0: none); "
+                        "torchvision's side runs without")
     p.add_argument("--worker", choices=["torchvision"])
     p.add_argument("--case")
     p.add_argument("--report")
@@ -531,6 +537,8 @@ def main():
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device here")
+    if args.cuda_graphs and args.device != "cuda":
+        raise SystemExit("--cuda-graphs needs --device cuda")
     if args.worker:
         return torchvision_worker(args)
     args.bench = train_step_bench(args.build)

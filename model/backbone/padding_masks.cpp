@@ -16,6 +16,13 @@ PaddingMasks::PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int6
       padded_w_(padded_w),
       device_(device) {}
 
+PaddingMasks PaddingMasks::from_device_sizes(const at::Tensor& device_sizes, int64_t padded_h, int64_t padded_w) {
+  PaddingMasks m(at::empty({0, 2}, at::kLong), padded_h, padded_w, device_sizes.device());
+  m.sizes_ = at::Tensor();
+  m.device_sizes_ = device_sizes;
+  return m;
+}
+
 const at::Tensor& PaddingMasks::device_sizes() {
   // One copy of the sizes per batch: from page-locked memory without blocking the host on a GPU
   // (the masks are then computed there), the host tensor itself on the CPU.
@@ -33,14 +40,16 @@ const at::Tensor& PaddingMasks::mask(int64_t h, int64_t w) {
   // ceil(h_i * H / Hp): the valid extent a stride-Hp/H convolution chain leaves. Whether any
   // image is padded at this size is decided on the host copy (no device read); the mask itself
   // is computed where it is used, from the sizes copied there once.
-  const int64_t n = sizes_.size(0);
-  const auto s = sizes_.accessor<int64_t, 2>();
-  bool padded = false;
-  for (int64_t i = 0; i < n; ++i)
-    padded |= (s[i][0] * h + padded_h_ - 1) / padded_h_ < h || (s[i][1] * w + padded_w_ - 1) / padded_w_ < w;
+  bool padded = !sizes_.defined();
+  if (!padded) {
+    const auto s = sizes_.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < sizes_.size(0); ++i)
+      padded |= (s[i][0] * h + padded_h_ - 1) / padded_h_ < h || (s[i][1] * w + padded_w_ - 1) / padded_w_ < w;
+  }
   at::Tensor m;
   if (padded) {
     const at::Tensor& sizes = device_sizes();
+    const int64_t n = sizes.size(0);
     const at::Tensor rows = (sizes.select(1, 0) * h + (padded_h_ - 1)).div(padded_h_, "floor");
     const at::Tensor cols = (sizes.select(1, 1) * w + (padded_w_ - 1)).div(padded_w_, "floor");
     const auto i64 = at::TensorOptions().dtype(at::kLong).device(device_);

@@ -30,6 +30,10 @@ class PaddingMasks {
   // padded size; masks are made on `device`.
   PaddingMasks(const at::Tensor& image_sizes, int64_t padded_h, int64_t padded_w,
                c10::Device device);
+  // Masks of every map size, computed from sizes already on the device (int64 [N, 2]) and never
+  // read on the host: for work captured once and replayed with other sizes (a CUDA graph). A map
+  // with nothing padded gets a mask of ones, which changes no value.
+  static PaddingMasks from_device_sizes(const at::Tensor& device_sizes, int64_t padded_h, int64_t padded_w);
 
   // x *= mask, in place, for a map of the batch ([N, C, H, W] with H dividing padded_h). Leaves x
   // untouched when nothing of it is padding. In place is safe for autograd where x is an output
@@ -42,7 +46,7 @@ class PaddingMasks {
  private:
   const at::Tensor& device_sizes();  // sizes_ on device_, copied on first use
 
-  at::Tensor sizes_;         // int64 [N, 2] CPU
+  at::Tensor sizes_;         // int64 [N, 2] CPU; undefined: from_device_sizes (mask every map)
   at::Tensor device_sizes_;  // int64 [N, 2] on device_ (sizes_ itself on the CPU)
   int64_t padded_h_, padded_w_;
   c10::Device device_;

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <iostream>
+#include <string>
 #include <vector>
 
 #include "benchmark/comm/communicator.h"
@@ -58,6 +60,34 @@ TEST(TrainingStepSyncs, OnCudaTheNetworkReadsTheDeviceOnceAStepAtAnyBatchSize) {
     out.total().backward();
     EXPECT_EQ(counter.count(), 1) << images << " images of a new shape";
   }
+}
+
+// With the backbone, FPN and RPN head replayed from CUDA graphs: a replayed step reads the device
+// once, as the eager one (the graphs themselves read nothing back). The capturing steps' counts
+// are printed, not asserted: warm-ups and capture are once per shape.
+TEST(TrainingStepSyncs, OnCudaAStepReplayedFromGraphsReadsTheDeviceOnce) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the graphed step's sync count is not measured";
+  model::ModelOptions o = model::testing::tiny_options();
+  o.cuda_graph_shapes = 4;
+  model::MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(21));
+  m->to(at::kCUDA);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  m->forward_train(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})), gen).total().backward();
+  for (const int images : {1, 2, 4}) {
+    const model::Batch b = counted_batch(images);
+    for (const char* step : {"capturing", "replayed"}) {
+      SyncCounter counter;
+      ASSERT_TRUE(counter.watching_cuda());
+      m->forward_train(b, gen).total().backward();
+      if (std::string(step) == "replayed") {
+        EXPECT_EQ(counter.count(), 1) << images << " images";
+      }
+      std::cout << "[ graphs ] " << images << " images, " << step << " step: " << counter.count() << " syncs\n";
+    }
+  }
+  ASSERT_NE(m->feature_graphs(), nullptr);
+  EXPECT_EQ(m->feature_graphs()->stats().captured, 4);
+  EXPECT_EQ(m->feature_graphs()->stats().replayed, 7);
 }
 
 // The whole step as the harness runs it with float16's loss scaling (scale, unscale and check,

@@ -1,0 +1,193 @@
+// Training with the backbone, FPN and RPN head replayed from graphs (model/feature_graphs.h)
+// against the same model without: on the CPU through Replay::kRerun (the same static buffers,
+// in-graph padding masks, autograd node and gradient copies, replayed by running the work again),
+// on a GPU through CUDA graphs.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "model/mask_rcnn.h"
+#include "tests/model/tiny.h"
+
+namespace mrcnn::model {
+namespace {
+
+using testing::make_batch;
+using testing::synthetic_image;
+using testing::tiny_options;
+
+TrainOutput train(MaskRCNN& m, const Batch& b, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return m->forward_train(b, gen);
+}
+
+#ifdef MRCNN_HAVE_CUDA
+Batch to_device(const Batch& b, const at::Device& d) {
+  Batch out = b;
+  for (at::Tensor* t : {&out.images, &out.image_sizes, &out.gt_boxes, &out.gt_labels, &out.gt_counts,
+                        &out.original_sizes})
+    if (t->defined()) *t = t->to(d);
+  return out;
+}
+#endif
+
+// One training step of both models on `batch`: the losses and counts, then every parameter's
+// gradient, compared by `same`; then a plain SGD update in place (the graphs must see the new
+// weights) and the gradients dropped, as the trainer's optimizer does.
+template <class Same>
+void step_both(MaskRCNN& eager, MaskRCNN& graphed, const Batch& batch, uint64_t seed, Same same) {
+  const TrainOutput a = train(eager, batch, seed), b = train(graphed, batch, seed);
+  for (const char* name : kLossNames) same(a.losses.at(name), b.losses.at(name), name);
+  for (const auto& [name, c] : a.counts) EXPECT_TRUE(at::equal(c.cpu(), b.counts.at(name).cpu())) << name;
+  a.total().backward();
+  b.total().backward();
+  const auto pa = eager->named_parameters(), pb = graphed->named_parameters();
+  for (const auto& item : pa) {
+    const at::Tensor& ga = item.value().grad();
+    const at::Tensor& gb = pb[item.key()].grad();
+    ASSERT_EQ(ga.defined(), gb.defined()) << item.key();
+    if (ga.defined()) same(ga, gb, item.key());
+  }
+  const c10::NoGradGuard no_grad;
+  for (auto* m : {&eager, &graphed})
+    for (auto& p : (*m)->parameters())
+      if (p.grad().defined()) {
+        p.add_(p.grad(), -0.05);
+        p.mutable_grad() = at::Tensor();
+      }
+}
+
+TEST(FeatureGraphs, ARehearsedGraphedStepIsTheEagerStepBitForBit) {
+  at::set_num_threads(2);
+  struct Case {
+    std::string name;
+    ModelOptions options;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"fp32", tiny_options()});
+  cases.push_back({"channels_last", tiny_options()});
+  cases.back().options.channels_last = true;
+  cases.push_back({"bf16", tiny_options()});
+  cases.back().options.precision = Precision::kBFloat16;
+  cases.push_back({"group_norm_all_trainable", tiny_options()});
+  cases.back().options.backbone.norm = NormKind::kGroupNorm;
+  cases.back().options.backbone.group_norm_groups = 4;
+  cases.back().options.backbone.freeze_at = 0;
+
+  // Two shapes are graphed; the third runs eagerly. The second batch has the first one's shape
+  // but other images and true sizes: the static inputs and the in-graph masks must follow them.
+  const Batch first = make_batch({synthetic_image(96, 128, 3, 1), synthetic_image(80, 100, 2, 2)}, {1, 2});
+  const Batch same_shape = make_batch({synthetic_image(70, 128, 2, 3), synthetic_image(96, 64, 1, 4)}, {3, 4});
+  const Batch second = make_batch({synthetic_image(128, 96, 2, 5)}, {5});
+  const Batch third = make_batch({synthetic_image(64, 160, 2, 6)}, {6});
+  ASSERT_EQ(first.images.sizes(), same_shape.images.sizes());
+
+  auto bitwise = [](const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+    EXPECT_TRUE(at::equal(a, b)) << what << ": max difference " << (a - b).abs().max().item<double>();
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    MaskRCNN eager(c.options, at::make_generator<at::CPUGeneratorImpl>(3));
+    MaskRCNN graphed(c.options, at::make_generator<at::CPUGeneratorImpl>(3));
+    graphed->use_feature_graphs(2, FeatureGraphs::Replay::kRerun);
+    uint64_t seed = 10;
+    for (const Batch* b : {&first, &same_shape, &second, &first, &third, &second})
+      step_both(eager, graphed, *b, seed++, bitwise);
+    const FeatureGraphs::Stats& s = graphed->feature_graphs()->stats();
+    EXPECT_EQ(s.captured, 2);
+    EXPECT_EQ(s.replayed, 5);
+    EXPECT_EQ(s.eager, 1);
+    EXPECT_EQ(s.invalidated, 0);
+
+    // A parameter given new storage (as model->to() does) drops the graphs: the next batch
+    // captures again, from the new storage.
+    {
+      const c10::NoGradGuard no_grad;
+      for (auto* m : {&eager, &graphed}) {
+        at::Tensor p = (*m)->fpn->parameters().front();
+        p.set_data(p.detach().clone());
+      }
+    }
+    step_both(eager, graphed, first, seed++, bitwise);
+    EXPECT_EQ(s.invalidated, 1);
+    EXPECT_EQ(s.captured, 3);
+  }
+
+  // Inference never uses the graphs.
+  MaskRCNN eager(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(4));
+  MaskRCNN graphed(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(4));
+  graphed->use_feature_graphs(1, FeatureGraphs::Replay::kRerun);
+  const auto da = eager->inference(first), db = graphed->inference(first);
+  EXPECT_EQ(graphed->feature_graphs()->stats().replayed, 0);
+  ASSERT_EQ(da.size(), db.size());
+  for (size_t i = 0; i < da.size(); ++i) EXPECT_TRUE(at::equal(da[i].boxes, db[i].boxes));
+}
+
+TEST(FeatureGraphs, TheShapeCountIsChecked) {
+  ModelOptions o = tiny_options();
+  o.cuda_graph_shapes = -1;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o.cuda_graph_shapes = 8;
+  EXPECT_NO_THROW(o.validate());
+  // A CPU model ignores the option: CUDA graphs are for CUDA models.
+  MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(1));
+  train(m, make_batch({synthetic_image(64, 64, 1, 1)}, {1}), 1);
+  EXPECT_EQ(m->feature_graphs(), nullptr);
+}
+
+// On a GPU: CUDA graphs for two shapes, compared with the eager model on the same GPU. A graph
+// replays the kernels its capture launched, and the padding masks multiply by exactly one where
+// nothing is padded, so the values should agree to the last bit; the bound allows float16
+// rounding in case a library picks another kernel while capturing.
+TEST(FeatureGraphs, OnCudaGraphedTrainingIsTheEagerTraining) {
+#ifndef MRCNN_HAVE_CUDA
+  GTEST_SKIP() << "built without the project's CUDA kernels";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the CUDA graph test is skipped";
+  const at::Device gpu(at::kCUDA, 0);
+  for (const Precision precision : {Precision::kFloat32, Precision::kFloat16}) {
+    SCOPED_TRACE(to_string(precision));
+    ModelOptions o = tiny_options();
+    o.precision = precision;
+    o.channels_last = true;
+    MaskRCNN eager(o, at::make_generator<at::CPUGeneratorImpl>(5));
+    o.cuda_graph_shapes = 2;
+    MaskRCNN graphed(o, at::make_generator<at::CPUGeneratorImpl>(5));
+    eager->to(gpu);
+    graphed->to(gpu);
+    const Batch first = to_device(
+        make_batch({synthetic_image(96, 128, 3, 1), synthetic_image(80, 100, 2, 2)}, {1, 2}), gpu);
+    const Batch same_shape = to_device(
+        make_batch({synthetic_image(70, 128, 2, 3), synthetic_image(96, 64, 1, 4)}, {3, 4}), gpu);
+    const Batch second = to_device(make_batch({synthetic_image(128, 96, 2, 5)}, {5}), gpu);
+    const Batch third = to_device(make_batch({synthetic_image(64, 160, 2, 6)}, {6}), gpu);
+    int64_t differing = 0;
+    auto close = [&](const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+      differing += !at::equal(a, b);
+      const double scale = std::max(1e-3, a.abs().max().item<double>());
+      EXPECT_LE((a - b).abs().max().item<double>(), (precision == Precision::kFloat16 ? 1e-2 : 1e-5) * scale)
+          << what;
+    };
+    uint64_t seed = 20;
+    for (const Batch* b : {&first, &same_shape, &second, &first, &third})
+      step_both(eager, graphed, *b, seed++, close);
+    ASSERT_NE(graphed->feature_graphs(), nullptr);
+    const FeatureGraphs::Stats& s = graphed->feature_graphs()->stats();
+    EXPECT_EQ(s.captured, 2);
+    EXPECT_EQ(s.replayed, 4);
+    EXPECT_EQ(s.eager, 1);
+    std::cout << "[ feature graphs ] " << to_string(precision) << ": " << differing
+              << " compared tensors not bit-equal to the eager step's\n";
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace mrcnn::model
