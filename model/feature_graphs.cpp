@@ -6,7 +6,9 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -16,6 +18,7 @@
 #if MRCNN_HAVE_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/cuda/MemPool.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -97,7 +100,21 @@ std::string shape_string(const at::Tensor& t) {
 
 }  // namespace
 
+// Which forward replay a backward replay belongs to, for all shapes of one FeatureGraphs: the
+// activations a backward graph reads are those the latest forward replay left in the shared pool.
+struct FeatureGraphs::Sequence {
+  int64_t forwards = 0;
+  int64_t pending = 0;  // the forward whose backward may run next; 0: none
+};
+
 struct FeatureGraphs::Entry {
+  Entry();
+  ~Entry();
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+
+  uint64_t serial;  // names the entry to the autograd node (registry below)
+  std::shared_ptr<FeatureGraphs::Sequence> sequence;
   at::Tensor images, sizes;  // static inputs: the batch is copied into them before a replay
   std::unique_ptr<Recording> forward, backward;
   int64_t levels = 0;
@@ -109,6 +126,29 @@ struct FeatureGraphs::Entry {
 
 namespace {
 
+// The entries alive, by serial: an autograd node saves its entry's serial (an IValue), and its
+// backward finds the entry here, or learns that its graphs were dropped since its forward.
+std::mutex registry_mutex;
+std::unordered_map<uint64_t, std::weak_ptr<FeatureGraphs::Entry>>& registry() {
+  static auto* entries = new std::unordered_map<uint64_t, std::weak_ptr<FeatureGraphs::Entry>>();
+  return *entries;
+}
+uint64_t next_serial = 1;  // guarded by registry_mutex
+
+std::shared_ptr<FeatureGraphs::Entry> make_entry(std::shared_ptr<FeatureGraphs::Sequence> sequence) {
+  auto e = std::make_shared<FeatureGraphs::Entry>();
+  e->sequence = std::move(sequence);
+  const std::lock_guard<std::mutex> lock(registry_mutex);
+  registry()[e->serial] = e;
+  return e;
+}
+
+std::shared_ptr<FeatureGraphs::Entry> find_entry(uint64_t serial) {
+  const std::lock_guard<std::mutex> lock(registry_mutex);
+  const auto it = registry().find(serial);
+  return it == registry().end() ? nullptr : it->second.lock();
+}
+
 // The graphed part as one autograd node: forward replays the forward graph, backward copies the
 // incoming gradients into the static buffers, replays the backward graph and hands out copies of
 // the parameters' gradients.
@@ -117,18 +157,34 @@ struct Replayed : public torch::autograd::Function<Replayed> {
                                                 at::TensorList trainable) {
     (void)trainable;  // inputs only for autograd (each one an input): the graphs read their storage
     e->forward->replay();
-    ctx->saved_data["entry"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(e));
+    const int64_t id = ++e->sequence->forwards;
+    e->sequence->pending = id;
+    ctx->saved_data["entry"] = static_cast<int64_t>(e->serial);
+    ctx->saved_data["forward"] = id;
+    // Gradients that do not reach a feature are zeros, written into the static buffer here
+    // rather than materialized by autograd (the head's maps never get one).
+    ctx->set_materialize_grads(false);
     torch::autograd::variable_list out;
     out.reserve(e->outputs.size());
     for (const at::Tensor& t : e->outputs) out.push_back(t.detach());
-    // Only the features carry a gradient; the RPN head's maps feed the proposals.
-    for (size_t i = static_cast<size_t>(e->levels); i < out.size(); ++i) ctx->mark_non_differentiable({out[i]});
+    // Only the features carry a gradient; the RPN head's maps feed the proposals. (One call:
+    // each call replaces the set.)
+    ctx->mark_non_differentiable(torch::autograd::variable_list(out.begin() + e->levels, out.end()));
     return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
-    auto* e = reinterpret_cast<FeatureGraphs::Entry*>(static_cast<intptr_t>(ctx->saved_data["entry"].toInt()));
+    const std::shared_ptr<FeatureGraphs::Entry> e =
+        find_entry(static_cast<uint64_t>(ctx->saved_data["entry"].toInt()));
+    if (!e)
+      throw std::logic_error("FeatureGraphs: the graphs of this forward were dropped (a parameter moved) before its "
+                             "backward ran");
+    if (ctx->saved_data["forward"].toInt() != e->sequence->pending)
+      throw std::logic_error("FeatureGraphs: a backward must follow its own forward, once: another forward was "
+                             "replayed in between, or this backward already ran (the graphs keep one step's "
+                             "activations)");
+    e->sequence->pending = 0;
     for (int64_t l = 0; l < e->levels; ++l) {
       const at::Tensor& g = grad_outputs[static_cast<size_t>(l)];
       if (g.defined()) e->grad_features[static_cast<size_t>(l)].copy_(g);
@@ -145,9 +201,23 @@ struct Replayed : public torch::autograd::Function<Replayed> {
 
 }  // namespace
 
+FeatureGraphs::Entry::Entry() {
+  const std::lock_guard<std::mutex> lock(registry_mutex);
+  serial = next_serial++;
+}
+
+FeatureGraphs::Entry::~Entry() {
+  const std::lock_guard<std::mutex> lock(registry_mutex);
+  registry().erase(serial);
+}
+
+// The graphs' memory and stream, made on the model's device at the first capture. Every capture
+// uses the one stream: the allocator reuses a pool's free blocks only on the stream that
+// allocated them, so shapes captured on one stream share their activations' memory.
 struct FeatureGraphs::Pool {
 #if MRCNN_HAVE_CUDA
-  at::cuda::MempoolId_t id = at::cuda::graph_pool_handle();
+  std::optional<at::cuda::MemPool> memory;
+  std::optional<c10::cuda::CUDAStream> stream;
 #endif
 };
 
@@ -158,14 +228,14 @@ FeatureGraphs::FeatureGraphs(Body body, std::vector<at::Tensor> trainable, std::
       watched_(std::move(watched)),
       mask_padding_(mask_padding),
       max_shapes_(max_shapes),
-      replay_(replay) {
+      replay_(replay),
+      sequence_(std::make_shared<Sequence>()) {
   if (max_shapes_ < 1) throw std::invalid_argument("FeatureGraphs: max_shapes must be at least 1");
 #if !MRCNN_HAVE_CUDA
   if (replay_ == Replay::kCudaGraph)
     throw std::invalid_argument("FeatureGraphs: CUDA graphs need a build with CUDA (MRCNN_HAVE_CUDA)");
-#else
-  if (replay_ == Replay::kCudaGraph) pool_ = std::make_unique<Pool>();
 #endif
+  pool_ = std::make_unique<Pool>();
   for (const at::Tensor& p : watched_) watched_storage_.push_back(p.data_ptr());
 }
 
@@ -210,8 +280,8 @@ std::optional<FeatureGraphs::Outputs> FeatureGraphs::run(const at::Tensor& image
                  {out.begin() + 2 * levels, out.end()}};
 }
 
-std::unique_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& images, const at::Tensor& device_sizes) {
-  auto e = std::make_unique<Entry>();
+std::shared_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& images, const at::Tensor& device_sizes) {
+  const std::shared_ptr<Entry> e = make_entry(sequence_);
   e->images = images.clone();  // same sizes, strides and memory format
   e->sizes = device_sizes.clone();
   const int64_t ph = images.size(2), pw = images.size(3);
@@ -242,7 +312,7 @@ std::unique_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& i
 
   auto record = [&](std::unique_ptr<Recording>& r, std::function<void()> work) {
 #if MRCNN_HAVE_CUDA
-    if (replay_ == Replay::kCudaGraph) r = std::make_unique<CudaGraph>(pool_->id);
+    if (replay_ == Replay::kCudaGraph) r = std::make_unique<CudaGraph>(pool_->memory->id());
 #endif
     if (!r) r = std::make_unique<Rerun>();
     r->capture(std::move(work));
@@ -277,8 +347,14 @@ std::unique_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& i
     if (replay_ == Replay::kCudaGraph) {
       // Warm-up and capture on a side stream (a graph cannot capture the default stream), ordered
       // after the work queued so far and before the work that follows.
-      const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(images.device().index());
-      const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, images.device().index());
+      const c10::DeviceIndex device = images.device().index();
+      if (!pool_->memory) {
+        const c10::cuda::CUDAGuard on(device);
+        pool_->memory.emplace();
+        pool_->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+      }
+      const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device);
+      const c10::cuda::CUDAStream side = *pool_->stream;
       at::cuda::CUDAEvent before;
       before.record(current);
       before.block(side);

@@ -12,11 +12,18 @@
 // updating them in place is seen; a parameter given new storage (set_data, to()) drops every
 // graph, and the next batch captures again.
 //
-// Memory: the graphs of all shapes share one private pool. Live between steps are each shape's
-// outputs and parameter gradients (the activations kept for backward are reused by every shape:
-// a shape's forward and backward replays must not interleave with another's, as in a training
-// step). Gradients are handed to autograd as copies, so no parameter's .grad aliases a graph's
-// memory. Shapes beyond `max_shapes` run without graphs.
+// Memory: the graphs of all shapes share one private pool, captured on one stream. Live between
+// steps are each shape's outputs and parameter gradients; the activations kept for backward are
+// reused by every shape, so a backward replay must follow its own forward replay with no other
+// forward between (as in a training step): the autograd node checks that and throws
+// std::logic_error otherwise (gradient accumulation over two forwards, a second backward).
+// Gradients are handed to autograd as copies, so no parameter's .grad aliases a graph's memory.
+// Shapes beyond `max_shapes` run without graphs.
+//
+// Hooks: the warm-ups and the backward capture compute the parameters' gradients with
+// autograd::grad, which calls hooks registered on the parameters (Tensor::register_hook); such
+// hooks must ignore gradients outside the step's backward pass (train::GradientReducer does).
+// Under kRerun the replayed backward calls them too, so each sees its gradient twice there.
 //
 // Replay::kRerun replays by running the captured work again, on any device: the same static
 // buffers, autograd node and gradient path without CUDA (tests on the CPU).
@@ -58,8 +65,8 @@ class FeatureGraphs {
     int64_t invalidated = 0;  // times every graph was dropped because a parameter moved
   };
 
-  // trainable: the parameters gradients flow to (requires_grad); watched: every parameter the
-  // body reads (trainable ones included), whose storage the graphs hold. mask_padding: whether
+  // trainable: the parameters gradients flow to (requires_grad); watched: every parameter and
+  // buffer the body reads (trainable ones included), whose storage the graphs hold. mask_padding: whether
   // the body gets padding masks.
   FeatureGraphs(Body body, std::vector<at::Tensor> trainable, std::vector<at::Tensor> watched,
                 bool mask_padding, int64_t max_shapes, Replay replay);
@@ -76,11 +83,12 @@ class FeatureGraphs {
 
   const Stats& stats() const { return stats_; }
 
-  struct Entry;  // one shape's buffers and graphs
+  struct Entry;     // one shape's buffers and graphs
+  struct Sequence;  // pairs each backward replay with its forward
 
  private:
   using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, int, int>;  // sizes, strides, dtype, device
-  std::unique_ptr<Entry> capture(const at::Tensor& images, const at::Tensor& device_sizes);
+  std::shared_ptr<Entry> capture(const at::Tensor& images, const at::Tensor& device_sizes);
   bool parameters_moved();
 
   Body body_;
@@ -90,8 +98,9 @@ class FeatureGraphs {
   int64_t max_shapes_;
   Replay replay_;
   struct Pool;
-  std::unique_ptr<Pool> pool_;  // the graphs' shared memory pool (kCudaGraph)
-  std::map<Key, std::unique_ptr<Entry>> entries_;
+  std::unique_ptr<Pool> pool_;  // the graphs' shared memory pool and capture stream (kCudaGraph)
+  std::shared_ptr<Sequence> sequence_;
+  std::map<Key, std::shared_ptr<Entry>> entries_;  // destroyed before pool_
   Stats stats_;
 };
 

@@ -66,6 +66,7 @@ void MaskRCNNImpl::use_feature_graphs(int64_t max_shapes, FeatureGraphs::Replay 
       watched.push_back(p);
       if (with_gradient && p.requires_grad()) trainable.push_back(p);
     }
+    for (const at::Tensor& b : m.buffers()) watched.push_back(b);  // frozen norms' scales and biases
   };
   add(*backbone, true);
   add(*fpn, true);

@@ -50,9 +50,11 @@ void GradientReducer::prepare() {
   }
   arrived_.assign(params_.size(), false);
   next_ = 0;
+  armed_ = true;
 }
 
 void GradientReducer::on_gradient(size_t k, const at::Tensor& grad) {
+  if (!armed_) return;          // not the step's backward pass (see the header)
   if (!grad.defined()) return;  // nothing reached it: finish() fills zeros
   if (arrived_[k])
     throw std::logic_error("GradientReducer: parameter " + std::to_string(k) + " received two gradients in one pass");
@@ -72,6 +74,7 @@ void GradientReducer::start_ready_buckets() {
 }
 
 void GradientReducer::finish() {
+  armed_ = false;
   at::NoGradGuard no_grad;
   for (size_t k = 0; k < params_.size(); ++k) {
     if (arrived_[k]) continue;

@@ -40,6 +40,9 @@ class GradientReducer {
   void prepare();
   // After it: every parameter's .grad holds the mean over ranks.
   void finish();
+  // Gradients the hooks see outside prepare() .. finish() are not the step's and are ignored:
+  // CUDA graphs' warm-ups and captures (model::FeatureGraphs) compute parameter gradients with
+  // autograd::grad, which calls the hooks, during the forward pass.
 
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
 
@@ -62,6 +65,7 @@ class GradientReducer {
   std::vector<unsigned> hooks_;
   size_t next_ = 0;                 // the next bucket to start
   bool overlap_ = false;
+  bool armed_ = false;              // between prepare() and finish()
 };
 
 }  // namespace mrcnn::train

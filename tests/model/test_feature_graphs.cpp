@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -128,6 +129,39 @@ TEST(FeatureGraphs, ARehearsedGraphedStepIsTheEagerStepBitForBit) {
   EXPECT_EQ(graphed->feature_graphs()->stats().replayed, 0);
   ASSERT_EQ(da.size(), db.size());
   for (size_t i = 0; i < da.size(); ++i) EXPECT_TRUE(at::equal(da[i].boxes, db[i].boxes));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The graphs keep one step's activations: a backward that does not directly follow its own
+// forward (another forward between, a second backward, graphs dropped since) is refused.
+TEST(FeatureGraphs, ABackwardThatDoesNotFollowItsForwardIsRefused) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(6));
+  m->use_feature_graphs(4, FeatureGraphs::Replay::kRerun);
+  const Batch a = make_batch({synthetic_image(96, 128, 3, 1)}, {1});
+  const Batch b = make_batch({synthetic_image(128, 96, 2, 2)}, {2});
+  const TrainOutput first = train(m, a, 1);
+  const TrainOutput second = train(m, b, 2);
+  EXPECT_NE(error_of([&] { first.total().backward(); }).find("a backward must follow its own forward"),
+            std::string::npos);
+  second.total().backward({}, /*retain_graph=*/true);
+  EXPECT_NE(error_of([&] { second.total().backward(); }).find("this backward already ran"), std::string::npos);
+
+  const TrainOutput third = train(m, a, 3);
+  {
+    const c10::NoGradGuard no_grad;
+    at::Tensor p = m->fpn->parameters().front();
+    p.set_data(p.detach().clone());
+  }
+  train(m, b, 4);  // drops every graph, then captures b's
+  EXPECT_NE(error_of([&] { third.total().backward(); }).find("were dropped"), std::string::npos);
 }
 
 TEST(FeatureGraphs, TheShapeCountIsChecked) {
