@@ -8,9 +8,9 @@
 
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "model/ops/host_copy.h"
@@ -80,7 +80,7 @@ class CudaGraph final : public Recording {
 };
 #endif
 
-// Copies `from` into `to`, or makes `to` an alias of it the first time (undefined `to`).
+// Copies `from` into `to`, or makes `to` an alias of it the first time (empty `to`).
 void adopt_or_copy(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
   if (to.empty()) {
     to.reserve(from.size());
@@ -258,14 +258,14 @@ std::optional<FeatureGraphs::Outputs> FeatureGraphs::run(const at::Tensor& image
   }
   const Key key{images.sizes().vec(), images.strides().vec(), static_cast<int>(images.scalar_type()),
                 static_cast<int>(images.device().index())};
+  auto it = entries_.find(key);
+  if (it == entries_.end() && static_cast<int64_t>(entries_.size()) >= max_shapes_) {
+    ++stats_.eager;
+    return std::nullopt;
+  }
   // The sizes go to the device without blocking (page-locked), then into the static buffer.
   const at::Tensor sizes = ops::copy_to_device_async(image_sizes.to(at::kCPU, at::kLong).contiguous(), images.device());
-  auto it = entries_.find(key);
   if (it == entries_.end()) {
-    if (static_cast<int64_t>(entries_.size()) >= max_shapes_) {
-      ++stats_.eager;
-      return std::nullopt;
-    }
     it = entries_.emplace(key, capture(images, sizes)).first;
     ++stats_.captured;
   }
@@ -276,8 +276,7 @@ std::optional<FeatureGraphs::Outputs> FeatureGraphs::run(const at::Tensor& image
   ++stats_.replayed;
   const auto levels = static_cast<std::ptrdiff_t>(e.levels);
   return Outputs{{out.begin(), out.begin() + levels},
-                 {out.begin() + levels, out.begin() + 2 * levels},
-                 {out.begin() + 2 * levels, out.end()}};
+                 {{out.begin() + levels, out.begin() + 2 * levels}, {out.begin() + 2 * levels, out.end()}}};
 }
 
 std::shared_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& images, const at::Tensor& device_sizes) {
@@ -328,13 +327,13 @@ std::shared_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& i
       Outputs out = evaluate();
       entry->levels = static_cast<int64_t>(out.features.size());
       std::vector<at::Tensor> all = out.features;
-      all.insert(all.end(), out.objectness.begin(), out.objectness.end());
-      all.insert(all.end(), out.deltas.begin(), out.deltas.end());
+      all.insert(all.end(), out.head.first.begin(), out.head.first.end());
+      all.insert(all.end(), out.head.second.begin(), out.head.second.end());
       adopt_or_copy(entry->outputs, all);
       entry->live = std::move(out.features);
     });
-    for (const at::Tensor& f : entry->outputs)
-      if (entry->grad_features.size() < static_cast<size_t>(entry->levels)) entry->grad_features.push_back(at::zeros_like(f));
+    for (int64_t l = 0; l < entry->levels; ++l)
+      entry->grad_features.push_back(at::zeros_like(entry->outputs[static_cast<size_t>(l)]));
     record(entry->backward, [entry, gradients] {
       const std::vector<at::Tensor> live = std::move(entry->live);
       entry->live.clear();

@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "model/backbone/padding_masks.h"
@@ -48,10 +49,11 @@ namespace mrcnn::model {
 
 class FeatureGraphs {
  public:
-  // What the graphed part computes: P2..P6 (with gradient) and the RPN head's objectness and
-  // deltas on every level (without).
+  // What the graphed part computes: P2..P6 (with gradient) and the RPN head's (objectness,
+  // deltas) on every level (without), as RPNHead::forward returns them.
   struct Outputs {
-    std::vector<at::Tensor> features, objectness, deltas;
+    std::vector<at::Tensor> features;
+    std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> head;
   };
   // The eager computation, from the batch's images and its padding masks (null: none).
   using Body = std::function<Outputs(const at::Tensor& images, PaddingMasks* masks)>;
@@ -66,8 +68,8 @@ class FeatureGraphs {
   };
 
   // trainable: the parameters gradients flow to (requires_grad); watched: every parameter and
-  // buffer the body reads (trainable ones included), whose storage the graphs hold. mask_padding: whether
-  // the body gets padding masks.
+  // buffer the body reads (trainable ones included), whose storage the graphs hold. mask_padding:
+  // whether the body gets padding masks.
   FeatureGraphs(Body body, std::vector<at::Tensor> trainable, std::vector<at::Tensor> watched,
                 bool mask_padding, int64_t max_shapes, Replay replay);
   ~FeatureGraphs();

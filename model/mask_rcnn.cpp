@@ -73,9 +73,9 @@ void MaskRCNNImpl::use_feature_graphs(int64_t max_shapes, FeatureGraphs::Replay 
   add(*rpn->head, false);
   auto body = [this](const at::Tensor& images, PaddingMasks* masks) {
     FeatureGraphs::Outputs out;
-    out.features = fpn->forward(backbone->forward(images, masks), masks);
+    out.features = pyramid(images, masks);
     const c10::NoGradGuard no_grad;
-    std::tie(out.objectness, out.deltas) = rpn->head->forward(out.features);
+    out.head = rpn->head->forward(out.features);
     return out;
   };
   graphs_ = std::make_shared<FeatureGraphs>(std::move(body), std::move(trainable), std::move(watched),
@@ -95,14 +95,17 @@ std::vector<at::Tensor> MaskRCNNImpl::features(const Batch& batch) {
   std::optional<PaddingMasks> masks;
   if (options_.mask_padding)
     masks.emplace(batch.image_sizes, images.size(2), images.size(3), images.device());
-  PaddingMasks* m = masks ? &*masks : nullptr;
+  return pyramid(images, masks ? &*masks : nullptr);
+}
+
+std::vector<at::Tensor> MaskRCNNImpl::pyramid(const at::Tensor& images, PaddingMasks* masks) {
   std::vector<at::Tensor> c;
   {
     RECORD_FUNCTION("mrcnn::backbone", std::vector<c10::IValue>());
-    c = backbone->forward(images, m);
+    c = backbone->forward(images, masks);
   }
   RECORD_FUNCTION("mrcnn::fpn", std::vector<c10::IValue>());
-  return fpn->forward(c, m);
+  return fpn->forward(c, masks);
 }
 
 TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& generator) {
@@ -116,10 +119,8 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
     AutocastGuard autocast(options_.precision, dev.type());
     const std::optional<FeatureGraphs::Outputs> graphed = graphed_features(batch);
     const std::vector<at::Tensor> feats = graphed ? graphed->features : features(batch);
-    const auto head_maps = graphed ? std::make_optional(std::make_pair(graphed->objectness, graphed->deltas))
-                                   : std::nullopt;
     RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true, nullptr, nullptr,
-                                       head_maps ? &*head_maps : nullptr);
+                                       graphed ? &graphed->head : nullptr);
     // Both heads label their candidates before either draws, so that the counts the draws need
     // come to the host in one read. The RPN still draws first: the streams give the same samples.
     // The RPN's labels and losses are profiled as its stage, as when forward() computed them.

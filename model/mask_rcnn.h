@@ -98,6 +98,8 @@ class MaskRCNNImpl : public torch::nn::Module {
   at::Tensor device_images(const Batch& batch);
   // P2..P6 of the batch's images.
   std::vector<at::Tensor> features(const Batch& batch);
+  // P2..P6 of images already on the device (backbone, then FPN), with those padding masks.
+  std::vector<at::Tensor> pyramid(const at::Tensor& images, PaddingMasks* masks);
   // From the graphs; nullopt when none are in use or the batch's shape is beyond their count.
   std::optional<FeatureGraphs::Outputs> graphed_features(const Batch& batch);
 

@@ -19,10 +19,10 @@
 // benchmark/perf/flops_roofline.py. --mrcnn_host_memory=retain|system: what happens to freed host memory,
 // as the harness's launch.host_memory (default retain, the harness's default).
 // --mrcnn_device=cuda[:N] runs the step on a GPU (the batch's tensors copied there once; polygons
-// stay on the host, as the harness keeps them), --mrcnn_precision=fp32|bf16|fp16 and
-// --mrcnn_channels_last=0|1 and --mrcnn_cuda_graph_shapes=N (CUDA graphs for the backbone, FPN and RPN
-// head: model::FeatureGraphs; the warm-up steps capture the batch's shape) override options.json. Every step ends with a device synchronize
-// before its time is taken; the report adds "syncs_per_step" (host synchronizations LibTorch made
+// stay on the host, as the harness keeps them); --mrcnn_precision=fp32|bf16|fp16,
+// --mrcnn_channels_last=0|1 and --mrcnn_cuda_graph_shapes=N (CUDA graphs for the backbone, FPN and
+// RPN head, model::FeatureGraphs; the warm-up steps capture the batch's shape) override
+// options.json. Every step ends with a device synchronize before its time is taken; the report adds "syncs_per_step" (host synchronizations LibTorch made
 // inside one more, untimed step, counted by train::SyncCounter; 0 on the CPU) and, on a GPU,
 // "peak_gpu_mb" (the caching allocator's peak). The optimizer is the harness's train::Sgd
 // (one fused update) with torch.optim.SGD's semantics: momentum 0.9, weight decay 1e-4 on every
