@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "logging/compliance.h"
 
@@ -28,22 +30,27 @@ std::vector<fs::path> result_files(const fs::path& folder) {
   return out;
 }
 
-// The maskrcnn folders under `p` (see report.h for the layouts).
+// The Mask R-CNN folders under `p`: `p` itself when it holds result files, else every folder
+// named maskrcnn that holds them, reached through results/ wherever a folder has one (a submission
+// or a public training_results checkout: <org>/results/<system>/maskrcnn). Other benchmarks'
+// folders, run folders and hidden folders are not entered.
 void find_benchmark_folders(const fs::path& p, int depth, std::vector<fs::path>& out) {
   std::error_code ec;
-  if (!fs::is_directory(p, ec) || depth > 3) return;
-  if (!result_files(p).empty()) {
+  if (!fs::is_directory(p, ec) || depth > 6) return;
+  if (depth == 0 && !result_files(p).empty()) {
     out.push_back(p);
     return;
   }
-  if (fs::is_directory(p / "maskrcnn", ec) && !result_files(p / "maskrcnn").empty()) {
-    out.push_back(p / "maskrcnn");
+  if (p.filename() == "maskrcnn" && depth > 0) {
+    if (!result_files(p).empty()) out.push_back(p);
     return;
   }
   if (fs::is_directory(p / "results", ec)) return find_benchmark_folders(p / "results", depth + 1, out);
   std::vector<fs::path> subs;
-  for (const auto& e : fs::directory_iterator(p, ec))
-    if (e.is_directory(ec) && e.path().filename() != "runs") subs.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(p, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory(ec) && name != "runs" && name.front() != '.') subs.push_back(e.path());
+  }
   std::sort(subs.begin(), subs.end());
   for (const fs::path& s : subs) find_benchmark_folders(s, depth + 1, out);
 }
@@ -83,7 +90,7 @@ Json system_description(const SystemReport& s, const ReportOptions& options) {
 
 constexpr double TimeBreakdown::*kTimeParts[] = {&TimeBreakdown::init, &TimeBreakdown::training,
                                                   &TimeBreakdown::eval_inference, &TimeBreakdown::final_scoring_wait,
-                                                  &TimeBreakdown::idle, &TimeBreakdown::scoring_total};
+                                                  &TimeBreakdown::idle};
 
 TimeBreakdown time_of(const RunRecord& r) {
   TimeBreakdown t;
@@ -100,11 +107,68 @@ TimeBreakdown time_of(const RunRecord& r) {
       t.eval_inference += std::max(0.0, end - *e.eval_start_ms) / 1000;
       last_end = std::max(last_end, end);
     }
-    if (e.scoring_seconds) t.scoring_total += *e.scoring_seconds;
+    if (e.scoring_seconds) t.scoring_total = t.scoring_total.value_or(0) + *e.scoring_seconds;
   }
   if (const auto run = r.run_seconds()) {
     if (r.run_stop_ms) t.final_scoring_wait = std::max(0.0, (*r.run_stop_ms - last_end) / 1000);
     t.idle = std::max(0.0, *run - t.training - t.eval_inference - t.final_scoring_wait);
+  }
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string number_text(double v, const char* format = "%.1f") {
+  char b[64];
+  std::snprintf(b, sizeof b, format, v);
+  return b;
+}
+
+// metrics.jsonl's steps x the global batch, per epoch trained; empty without kept steps.
+std::vector<int64_t> images_stepped(const RunRecord& r) {
+  if (r.steps.empty() || !r.global_batch_size || *r.global_batch_size <= 0) return {};
+  std::map<int64_t, int64_t> steps;
+  for (const StepRecord& s : r.steps) ++steps[s.epoch];
+  std::vector<int64_t> out;
+  for (const auto& [epoch, n] : steps) out.push_back(n * *r.global_batch_size);
+  return out;
+}
+
+// See Throughput in report.h.
+Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) {
+  Throughput t;
+  if (!r.throughput.empty()) t.images_per_s = median(r.throughput), t.source = kSourceThroughputEvents;
+  if (!(training_s > 0) || epochs <= 0) return t;
+  const auto per_epoch = [&](double images) { return images * static_cast<double>(epochs) / training_s; };
+  std::optional<double> from_samples;
+  if (r.train_samples && *r.train_samples > 0) from_samples = per_epoch(static_cast<double>(*r.train_samples));
+  if (!t.images_per_s && (r.division == "closed" || r.eval_samples == kCocoValImages))
+    t.images_per_s = per_epoch(static_cast<double>(kCocoTrainImages)), t.source = kSourceCocoEpochs;
+  if (!t.images_per_s && from_samples) {
+    // The steps cover train_samples images an epoch when it is the epoch's size: within one batch.
+    const std::vector<int64_t> stepped = images_stepped(r);
+    const int64_t batch = r.global_batch_size.value_or(0);
+    const bool contradicted = std::any_of(stepped.begin(), stepped.end(), [&](int64_t n) {
+      return std::abs(n - *r.train_samples) >= batch;
+    });
+    if (!contradicted) return t.images_per_s = from_samples, t.source = kSourceTrainSamples, t;
+    double mean = 0;
+    for (int64_t n : stepped) mean += static_cast<double>(n) / static_cast<double>(stepped.size());
+    t.images_per_s = per_epoch(mean), t.source = kSourceSteps;
+    t.train_samples_ratio = *from_samples / *t.images_per_s;
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " is not the " + number_text(mean, "%.0f") +
+             " images an epoch that metrics.jsonl's steps x global_batch_size cover: not used";
+    return t;
+  }
+  if (t.images_per_s && from_samples && std::abs(*from_samples / *t.images_per_s - 1) > 0.1) {
+    t.train_samples_ratio = *from_samples / *t.images_per_s;
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " gives " + number_text(*from_samples) + " images/s, " +
+             number_text(*t.train_samples_ratio, "%.2f") + "x the " + t.source + "' " + number_text(*t.images_per_s) +
+             ": not used";
   }
   return t;
 }
@@ -120,73 +184,69 @@ RunSummary summarize_run(const fs::path& file) {
   s.time = time_of(s.run);
   int64_t trained = 0;
   for (const EpochRecord& e : s.run.epochs) trained += (e.start_ms && e.stop_ms) ? 1 : 0;
-  if (s.run.train_samples && s.time.training > 0)
-    s.images_per_s = static_cast<double>(*s.run.train_samples * trained) / s.time.training;
+  s.throughput = throughput_of(s.run, s.time.training, trained);
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+std::string text_field(const Json& desc, const char* key) {
+  if (!desc.is_object() || !desc.contains(key) || !desc[key].is_string()) return "";
+  return desc[key].get<std::string>();
 }
 
-SystemReport report_system(const fs::path& folder, const ReportOptions& options) {
-  SystemReport s{.name = folder.parent_path().filename().string(), .folder = folder.string()};
-  for (const fs::path& f : result_files(folder)) s.runs.push_back(summarize_run(f));
+// Who and what: the description's counts and names, the logs' division and submitter, and the
+// targets a kept run's configuration set.
+void describe_system(SystemReport& s, const ReportOptions& options) {
   if (!s.runs.empty()) s.division = s.runs.front().run.division, s.org = s.runs.front().run.org;
   const Json desc = system_description(s, options);
   s.nodes = std::max<int64_t>(1, as_count(desc, "number_of_nodes", 1));
   const int64_t per_node = as_count(desc, "accelerators_per_node", 0);
   s.has_accelerators = per_node > 0;
   s.accelerators = s.nodes * std::max<int64_t>(per_node, 1);
-  if (desc.is_object())
-    s.accelerator_model = s.has_accelerators ? desc.value("accelerator_model_name", "") : desc.value("host_processor_model_name", "");
+  s.accelerator_model = text_field(desc, s.has_accelerators ? "accelerator_model_name" : "host_processor_model_name");
+  s.framework = text_field(desc, "framework");
+  s.submitter = text_field(desc, "submitter");
+  if (s.submitter.empty()) s.submitter = s.org;
   for (const RunSummary& r : s.runs)
     if (r.run.config.is_object() && r.run.config.contains("run")) {
       s.target_bbox = r.run.config["run"].value("target_bbox", s.target_bbox);
       s.target_segm = r.run.config["run"].value("target_segm", s.target_segm);
       break;
     }
+}
 
-  // The score, as result_summarizer computes it.
+// The score, as result_summarizer computes it; returns the olympic mean before scaling.json.
+std::optional<double> score_system(SystemReport& s) {
   std::vector<double> scores;
   for (const RunSummary& r : s.runs) {
     if (r.compliant && r.minutes) scores.push_back(*r.minutes);
     else ++s.dropped;
   }
-  const Json scaling = read_json_file(folder / "scaling.json");
+  const Json scaling = read_json_file(fs::path(s.folder) / "scaling.json");
   if (scaling.is_object() && scaling.contains("scaling_factor") && scaling["scaling_factor"].is_number())
     s.scaling_factor = scaling["scaling_factor"].get<double>();
   std::optional<double> olympic;
   if (s.dropped > 1) {
     s.score_note = "no score: " + std::to_string(s.dropped) + " runs fail the compliance check (at most 1 may be dropped)";
+    return olympic;
+  }
+  std::sort(scores.begin(), scores.end());
+  const size_t hi = scores.size() - std::min<size_t>(scores.size(), static_cast<size_t>(1 - s.dropped));
+  if (hi > 1) {
+    double sum = 0;
+    for (size_t i = 1; i < hi; ++i) sum += scores[i];
+    olympic = sum / static_cast<double>(hi - 1);
+    s.score_minutes = *olympic * s.scaling_factor;
+    s.accelerator_hours = *s.score_minutes / 60 * static_cast<double>(s.accelerators);
+    if (s.dropped == 1) s.score_note = "one run dropped (counted as the slowest)";
   } else {
-    std::sort(scores.begin(), scores.end());
-    const size_t hi = scores.size() - std::min<size_t>(scores.size(), static_cast<size_t>(1 - s.dropped));
-    if (hi > 1) {
-      double sum = 0;
-      for (size_t i = 1; i < hi; ++i) sum += scores[i];
-      olympic = sum / static_cast<double>(hi - 1);
-      s.score_minutes = *olympic * s.scaling_factor;
-      if (s.dropped == 1) s.score_note = "one run dropped (counted as the slowest)";
-    } else {
-      s.score_note = "no score: too few runs";
-    }
-    if (s.runs.size() != 5) s.score_note += std::string(s.score_note.empty() ? "" : "; ") + std::to_string(s.runs.size()) + " runs (a submission has 5)";
+    s.score_note = "no score: too few runs";
   }
+  if (s.runs.size() != 5) s.score_note += std::string(s.score_note.empty() ? "" : "; ") + std::to_string(s.runs.size()) + " runs (a submission has 5)";
+  return olympic;
+}
 
-  std::vector<RcpRun> rcp_runs;
-  std::vector<double> epochs, speeds;
-  for (const RunSummary& r : s.runs) {
-    rcp_runs.push_back({.converged = r.epochs_to_converge.has_value(), .epochs = r.epochs_to_converge.value_or(0),
-                        .global_batch_size = r.run.global_batch_size.value_or(-1)});
-    if (r.epochs_to_converge) epochs.push_back(*r.epochs_to_converge);
-    if (r.images_per_s) speeds.push_back(*r.images_per_s / static_cast<double>(s.accelerators));
-    for (auto part : kTimeParts) s.mean_time.*part += r.time.*part / static_cast<double>(s.runs.size());
-  }
-  s.rcp = rcp_check(rcp_runs);
-  // Per-stage profile: the mean of every profiled run's per-step milliseconds, stage by stage.
+// Per-stage profile: the mean of every profiled run's per-step milliseconds, stage by stage.
+void profile_stages(SystemReport& s) {
   std::vector<std::string> order;
   std::map<std::string, std::pair<int, double>> ms;  // stage -> depth, sum of per-step ms
   double step_ms = 0;
@@ -206,13 +266,65 @@ SystemReport report_system(const fs::path& folder, const ReportOptions& options)
     s.stages.push_back({{"stage", name}, {"depth", ms[name].first}, {"per_step_ms", per_step},
                         {"share", step_ms > 0 ? per_step / (step_ms / s.profiled_runs) : 0.0}});
   }
+}
+
+// images/s per accelerator (the runs' median), the sources it came from and train_samples' note.
+void summarize_speed(SystemReport& s) {
+  std::vector<double> speeds, ratios;
+  std::vector<std::string> sources;
+  int disagreeing = 0;
+  std::string first;
+  for (const RunSummary& r : s.runs) {
+    const Throughput& t = r.throughput;
+    if (t.images_per_s) speeds.push_back(*t.images_per_s / static_cast<double>(s.accelerators));
+    if (!t.source.empty() && std::find(sources.begin(), sources.end(), t.source) == sources.end()) sources.push_back(t.source);
+    if (t.note.empty()) continue;
+    ++disagreeing;
+    if (first.empty()) first = t.note;
+    if (t.train_samples_ratio) ratios.push_back(*t.train_samples_ratio);
+  }
+  if (!speeds.empty()) s.images_per_s_per_accelerator = median(speeds);
+  for (const std::string& src : sources) s.throughput_source += (s.throughput_source.empty() ? "" : "; ") + src;
+  if (disagreeing == 0) return;
+  const std::string runs = " (" + std::to_string(disagreeing) + " of " + std::to_string(s.runs.size()) + " runs)";
+  if (ratios.empty()) {
+    s.throughput_note = first + runs;
+    return;
+  }
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  const std::string range = number_text(*lo, "%.2f") + (*hi - *lo >= 0.005 ? "-" + number_text(*hi, "%.2f") : "");
+  s.throughput_note = "train_samples " + std::to_string(s.runs.front().run.train_samples.value_or(0)) + " not used: it gives " +
+                      range + "x the figure of the evidence" + runs;
+}
+
+SystemReport report_system(const fs::path& folder, const std::string& source, const ReportOptions& options) {
+  SystemReport s{.name = folder.parent_path().filename().string(), .folder = folder.string(), .source = source};
+  s.label = s.name;
+  for (const fs::path& f : result_files(folder)) s.runs.push_back(summarize_run(f));
+  for (const RunSummary& r : s.runs)
+    if (!r.run.benchmark.empty() && r.run.benchmark != "maskrcnn")
+      throw ReportError(r.file + ": a result of benchmark '" + r.run.benchmark + "', not Mask R-CNN (maskrcnn)");
+  describe_system(s, options);
+  const std::optional<double> olympic = score_system(s);
+  std::vector<RcpRun> rcp_runs;
+  std::vector<double> epochs;
+  for (const RunSummary& r : s.runs) {
+    rcp_runs.push_back({.converged = r.epochs_to_converge.has_value(), .epochs = r.epochs_to_converge.value_or(0),
+                        .global_batch_size = r.run.global_batch_size.value_or(-1)});
+    if (r.epochs_to_converge) epochs.push_back(*r.epochs_to_converge);
+    for (auto part : kTimeParts) s.mean_time.*part += r.time.*part / static_cast<double>(s.runs.size());
+    if (r.time.scoring_total)
+      s.mean_time.scoring_total = s.mean_time.scoring_total.value_or(0) + *r.time.scoring_total / static_cast<double>(s.runs.size());
+  }
+  s.rcp = rcp_check(rcp_runs);
+  profile_stages(s);
+  summarize_speed(s);
   if (s.division == "closed" && s.rcp.passed && olympic) s.rcp_normalized_minutes = *olympic * s.rcp.norm_factor;
   if (!epochs.empty()) {
     double sum = 0;
     for (double e : epochs) sum += e;
     s.mean_epochs_to_converge = sum / static_cast<double>(epochs.size());
   }
-  if (!speeds.empty()) s.images_per_s_per_accelerator = median(speeds);
   auto price = options.price_per_node_hour.find(s.name);
   if (price == options.price_per_node_hour.end()) price = options.price_per_node_hour.find("");
   if (price != options.price_per_node_hour.end()) {
@@ -220,6 +332,42 @@ SystemReport report_system(const fs::path& folder, const ReportOptions& options)
     if (s.score_minutes) s.cost_per_result = *s.score_minutes / 60 * price->second * static_cast<double>(s.nodes);
   }
   return s;
+}
+
+// Labels unique over all sources, and the scaling efficiency within each source, submitter,
+// accelerator model and accelerators per node: the same node at different node counts.
+void relate_systems(std::vector<SystemReport>& systems) {
+  std::map<std::string, int> names;
+  for (const SystemReport& s : systems) ++names[s.name];
+  for (SystemReport& s : systems) {
+    if (names[s.name] < 2) continue;
+    // The source's name and the folders between it and results/<name>/maskrcnn: the round and
+    // the submitter in a tree of several.
+    const fs::path source = fs::path(s.source).lexically_normal();
+    fs::path where = (source.has_filename() ? source : source.parent_path()).filename();
+    const fs::path inside = fs::path(s.folder).lexically_normal().lexically_relative(source);
+    std::vector<fs::path> parts(inside.begin(), inside.end());
+    for (size_t i = 0; i + 3 <= parts.size() && parts[i] != "results"; ++i) where /= parts[i];
+    s.label = s.name + " [" + where.generic_string() + "]";
+  }
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<SystemReport*>> groups;
+  for (SystemReport& s : systems)
+    if (s.has_accelerators && s.score_minutes && !s.accelerator_model.empty())
+      groups[{s.source, s.submitter, s.accelerator_model, s.accelerators / s.nodes}].push_back(&s);
+  for (auto& [key, members] : groups) {
+    const SystemReport* base = nullptr;
+    for (const SystemReport* m : members)
+      if (!base || m->accelerators < base->accelerators ||
+          (m->accelerators == base->accelerators && *m->score_minutes < *base->score_minutes))
+        base = m;
+    if (std::all_of(members.begin(), members.end(), [&](const SystemReport* m) { return m->accelerators == base->accelerators; }))
+      continue;
+    for (SystemReport* m : members) {
+      m->scaling_speedup = *base->score_minutes / *m->score_minutes;
+      m->scaling_efficiency = *m->scaling_speedup / (static_cast<double>(m->accelerators) / static_cast<double>(base->accelerators));
+      m->scaling_base = base->label;
+    }
+  }
 }
 
 std::string opt(const std::optional<double>& v, const char* format) {
@@ -233,7 +381,7 @@ Json opt_json(const std::optional<double>& v) { return v ? Json(*v) : Json(nullp
 
 Json time_json(const TimeBreakdown& t) {
   return Json{{"init_s", t.init}, {"training_s", t.training}, {"eval_inference_s", t.eval_inference},
-              {"final_scoring_wait_s", t.final_scoring_wait}, {"idle_s", t.idle}, {"scoring_total_s", t.scoring_total}};
+              {"final_scoring_wait_s", t.final_scoring_wait}, {"idle_s", t.idle}, {"scoring_total_s", opt_json(t.scoring_total)}};
 }
 
 }  // namespace
@@ -252,62 +400,139 @@ std::vector<SystemReport> build_report(const std::vector<std::string>& paths, co
                         "or a submission folder with results/)");
     for (const fs::path& f : folders) {
       const std::string key = fs::weakly_canonical(f, ec).string();
-      if (seen.insert(key).second) out.push_back(report_system(f, options));
+      if (seen.insert(key).second) out.push_back(report_system(f, p, options));
     }
+  }
+  relate_systems(out);
+  return out;
+}
+
+std::vector<const SystemReport*> comparison_order(const std::vector<SystemReport>& systems) {
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::map<std::string, double> best;  // accelerator model -> its best score
+  for (const SystemReport& s : systems) {
+    auto [it, added] = best.emplace(s.accelerator_model, kNone);
+    it->second = std::min(it->second, s.score_minutes.value_or(kNone));
+  }
+  std::vector<const SystemReport*> out;
+  for (const SystemReport& s : systems) out.push_back(&s);
+  std::stable_sort(out.begin(), out.end(), [&](const SystemReport* a, const SystemReport* b) {
+    const auto key = [&](const SystemReport* s) {
+      return std::tuple(best[s->accelerator_model], s->accelerator_model, s->score_minutes.value_or(kNone), s->label);
+    };
+    return key(a) < key(b);
+  });
+  return out;
+}
+
+namespace {
+
+// Columns padded to their widest cell: text left, numbers right.
+std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<size_t> width(right.size(), 0);
+  for (const auto& row : rows)
+    if (row.size() == right.size())
+      for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::string out;
+  for (const auto& row : rows) {
+    if (row.size() != right.size()) {  // a group's heading, on a line of its own
+      out += row.front() + "\n";
+      continue;
+    }
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      line += (c ? "  " : "") + (right[c] ? pad + row[c] : row[c] + pad);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
   }
   return out;
 }
 
-std::string format_report_table(const std::vector<SystemReport>& systems) {
-  std::ostringstream o;
+std::string short_source(const std::string& source) {
+  if (source == kSourceThroughputEvents) return "log events";
+  if (source == kSourceCocoEpochs) return "117266/epoch";
+  if (source == kSourceTrainSamples) return "train_samples";
+  if (source == kSourceSteps) return "steps";
+  return source.empty() ? "-" : "mixed";
+}
+
+std::string rcp_cell(const SystemReport& s) {
+  if (!s.rcp_applies()) return "n/a (open)";
+  return s.rcp.passed ? "pass" : "FAIL";
+}
+
+void system_details(std::ostringstream& o, const SystemReport& s) {
   char line[512];
-  std::snprintf(line, sizeof line, "%-22s %-8s %4s %7s %11s %-28s %13s %12s %9s\n", "system", "division", "runs",
-                "dropped", "score (min)", "RCP check (3.1.0)", "epochs (RCP)", "img/s/accel", "cost");
+  o << "\n" << s.label << " (" << s.folder << "): " << s.submitter << ", " << s.nodes << " node(s), " << s.accelerators << " "
+    << (s.has_accelerators ? "accelerator(s)" : "host processor(s), no accelerator")
+    << (s.accelerator_model.empty() ? "" : " [" + s.accelerator_model + "]")
+    << (s.framework.empty() ? "" : ", " + s.framework) << "\n";
+  if (!s.score_note.empty()) o << "  score: " << s.score_note << "\n";
+  if (s.scaling_factor != 1) o << "  score includes scaling.json's factor " << s.scaling_factor << "\n";
+  o << "  RCP: " << s.rcp.message << (s.rcp.passed ? " (pass)" : " (FAIL)");
+  if (s.rcp.has_rcp)
+    o << "; submission mean " << opt(s.rcp.submission_mean, "%.3f") << " epochs, RCP mean " << opt(s.rcp.rcp.mean, "%.3f")
+      << ", minimum acceptable " << opt(s.rcp.rcp.mean / s.rcp.rcp.max_speedup, "%.3f") << " (global batch "
+      << s.rcp.rcp.global_batch_size << (s.rcp.rcp.interpolated ? ", interpolated" : "") << ")";
+  o << (s.rcp_applies() ? "" : "; not applied: the RCP check decides closed-division results only") << "\n";
+  if (s.rcp_normalized_minutes) o << "  RCP-normalized score: " << opt(s.rcp_normalized_minutes, "%.4f") << " min\n";
+  o << "  throughput: " << (s.throughput_source.empty() ? "no evidence in the logs" : "from " + s.throughput_source) << "\n";
+  if (!s.throughput_note.empty()) o << "  note: " << s.throughput_note << "\n";
+  if (s.scaling_efficiency)
+    o << "  scaling: " << opt(s.scaling_speedup, "%.2f") << "x faster than " << s.scaling_base << " with " << s.nodes
+      << " nodes: efficiency " << opt(s.scaling_efficiency, "%.3f") << "\n";
+  const TimeBreakdown& t = s.mean_time;
+  std::snprintf(line, sizeof line,
+                "  time per run (mean s): init %.2f | training %.2f | eval inference %.2f | wait for last score %.2f "
+                "| idle %.2f   (COCO scoring %s)\n",
+                t.init, t.training, t.eval_inference, t.final_scoring_wait, t.idle,
+                t.scoring_total ? (opt(t.scoring_total, "%.2f") + ", overlapped").c_str() : "not logged");
   o << line;
-  for (const SystemReport& s : systems) {
-    const std::string rcp = std::string(s.rcp.passed ? "pass" : "FAIL") + ": " + s.rcp.message;
-    const std::string epochs = opt(s.mean_epochs_to_converge, "%.2f") + " (" + (s.rcp.has_rcp ? opt(s.rcp.rcp.mean, "%.2f") : "-") + ")";
-    std::snprintf(line, sizeof line, "%-22s %-8s %4zu %7d %11s %-28.28s %13s %12s %9s\n", s.name.c_str(),
-                  s.division.c_str(), s.runs.size(), s.dropped, opt(s.score_minutes, "%.4f").c_str(), rcp.c_str(),
-                  epochs.c_str(), opt(s.images_per_s_per_accelerator, "%.2f").c_str(),
-                  opt(s.cost_per_result, "%.2f").c_str());
-    o << line;
-  }
-  for (const SystemReport& s : systems) {
-    o << "\n" << s.name << " (" << s.folder << "): " << s.accelerators << " "
-      << (s.has_accelerators ? "accelerator(s)" : "host processor(s), no accelerator")
-      << (s.accelerator_model.empty() ? "" : " [" + s.accelerator_model + "]") << "\n";
-    if (!s.score_note.empty()) o << "  score: " << s.score_note << "\n";
-    if (s.scaling_factor != 1) o << "  score includes scaling.json's factor " << s.scaling_factor << "\n";
-    o << "  RCP: " << s.rcp.message << (s.rcp.passed ? " (pass)" : " (FAIL)");
-    if (s.rcp.has_rcp)
-      o << "; submission mean " << opt(s.rcp.submission_mean, "%.3f") << " epochs, RCP mean " << opt(s.rcp.rcp.mean, "%.3f")
-        << ", minimum acceptable " << opt(s.rcp.rcp.mean / s.rcp.rcp.max_speedup, "%.3f") << " (global batch "
-        << s.rcp.rcp.global_batch_size << (s.rcp.rcp.interpolated ? ", interpolated" : "") << ")";
-    o << (s.division == "closed" ? "" : "; informative only: the RCP check applies to the closed division") << "\n";
-    if (s.rcp_normalized_minutes) o << "  RCP-normalized score: " << opt(s.rcp_normalized_minutes, "%.4f") << " min\n";
-    const TimeBreakdown& t = s.mean_time;
-    std::snprintf(line, sizeof line,
-                  "  time per run (mean s): init %.2f | training %.2f | eval inference %.2f | wait for last score %.2f "
-                  "| idle %.2f   (COCO scoring %.2f, overlapped)\n",
-                  t.init, t.training, t.eval_inference, t.final_scoring_wait, t.idle, t.scoring_total);
-    o << line;
-    if (s.profiled_runs > 0) {
-      o << "  per-stage time of a training step (train --profile, mean of " << s.profiled_runs << " run(s)):\n";
-      for (const Json& st : s.stages) {
-        std::snprintf(line, sizeof line, "    %*s%-16s %9.2f ms %6.1f %%\n", 2 * st["depth"].get<int>(), "",
-                      st["stage"].get<std::string>().c_str(), st["per_step_ms"].get<double>(), 100 * st["share"].get<double>());
-        o << line;
-      }
-    }
-    for (const RunSummary& r : s.runs) {
-      std::snprintf(line, sizeof line, "  %-14s %-8s %10s min  epochs %-6s  %10s img/s  %s\n",
-                    fs::path(r.file).filename().c_str(), r.run.status.empty() ? "-" : r.run.status.c_str(),
-                    opt(r.minutes, "%.4f").c_str(), opt(r.epochs_to_converge, "%.0f").c_str(),
-                    opt(r.images_per_s, "%.2f").c_str(), r.compliant ? "compliant" : ("NOT compliant: " + r.check_error).c_str());
+  if (s.profiled_runs > 0) {
+    o << "  per-stage time of a training step (train --profile, mean of " << s.profiled_runs << " run(s)):\n";
+    for (const Json& st : s.stages) {
+      std::snprintf(line, sizeof line, "    %*s%-16s %9.2f ms %6.1f %%\n", 2 * st["depth"].get<int>(), "",
+                    st["stage"].get<std::string>().c_str(), st["per_step_ms"].get<double>(), 100 * st["share"].get<double>());
       o << line;
     }
   }
+  for (const RunSummary& r : s.runs) {
+    std::snprintf(line, sizeof line, "  %-14s %-8s %10s min  epochs %-6s  %10s img/s  %s\n",
+                  fs::path(r.file).filename().c_str(), r.run.status.empty() ? "-" : r.run.status.c_str(),
+                  opt(r.minutes, "%.4f").c_str(), opt(r.epochs_to_converge, "%.0f").c_str(),
+                  opt(r.throughput.images_per_s, "%.2f").c_str(), r.compliant ? "compliant" : ("NOT compliant: " + r.check_error).c_str());
+    o << line;
+  }
+}
+
+}  // namespace
+
+std::string format_report_table(const std::vector<SystemReport>& systems) {
+  std::vector<std::vector<std::string>> rows{{"submitter", "system", "accel", "nodes", "division", "runs", "dropped",
+                                              "score (min)", "accel-h", "RCP (3.1.0)", "epochs (RCP)", "img/s/accel",
+                                              "source", "scaling", "cost"}};
+  const std::vector<bool> right{false, false, true, true, false, true, true, true, true, false, true, true, false, true, true};
+  std::string model = "\x01";
+  for (const SystemReport* p : comparison_order(systems)) {
+    const SystemReport& s = *p;
+    if (s.accelerator_model != model)
+      model = s.accelerator_model, rows.push_back({"-- " + (model.empty() ? std::string("accelerator not described") : model)});
+    const std::string epochs = opt(s.mean_epochs_to_converge, "%.2f") + " (" + (s.rcp.has_rcp ? opt(s.rcp.rcp.mean, "%.2f") : "-") + ")";
+    rows.push_back({s.submitter.empty() ? "-" : s.submitter, s.label, std::to_string(s.accelerators), std::to_string(s.nodes),
+                    s.division.empty() ? "-" : s.division, std::to_string(s.runs.size()), std::to_string(s.dropped),
+                    opt(s.score_minutes, "%.4f"), opt(s.accelerator_hours, "%.2f"), rcp_cell(s), epochs,
+                    opt(s.images_per_s_per_accelerator, "%.2f"), short_source(s.throughput_source),
+                    opt(s.scaling_efficiency, "%.3f"), opt(s.cost_per_result, "%.2f")});
+  }
+  std::ostringstream o;
+  o << aligned(rows, right)
+    << "\nsource of img/s: log events = the log's throughput events (median); 117266/epoch = epochs x COCO train2017's "
+       "117,266 images over the training time; train_samples = epochs x train_samples over the training time; steps = "
+       "epochs x metrics.jsonl's steps x global batch over the training time.\n"
+       "scaling: speedup over the same submitter's smallest system of the same accelerator, against linear.\n";
+  for (const SystemReport* s : comparison_order(systems)) system_details(o, *s);
   return o.str();
 }
 
@@ -323,24 +548,30 @@ Json report_json(const std::vector<SystemReport>& systems) {
                          {"bbox", *e.bbox}, {"segm", e.segm ? Json(*e.segm) : Json(nullptr)}});
       runs.push_back({{"file", r.file}, {"status", r.run.status}, {"seed", r.run.seed ? Json(*r.run.seed) : Json(nullptr)},
                       {"compliant", r.compliant}, {"check_error", r.check_error}, {"minutes", opt_json(r.minutes)},
-                      {"epochs_to_converge", opt_json(r.epochs_to_converge)}, {"images_per_s", opt_json(r.images_per_s)},
+                      {"epochs_to_converge", opt_json(r.epochs_to_converge)}, {"images_per_s", opt_json(r.throughput.images_per_s)},
+                      {"throughput_source", r.throughput.source}, {"throughput_note", r.throughput.note},
+                      {"throughput_events", r.run.throughput.size()},
                       {"time", time_json(r.time)}, {"accuracy", acc}});
     }
     out["systems"].push_back(
-        {{"system", s.name}, {"folder", s.folder}, {"division", s.division}, {"org", s.org},
-         {"nodes", s.nodes}, {"accelerators", s.accelerators}, {"has_accelerators", s.has_accelerators},
+        {{"system", s.name}, {"label", s.label}, {"folder", s.folder}, {"source", s.source}, {"division", s.division},
+         {"org", s.org}, {"submitter", s.submitter}, {"framework", s.framework}, {"nodes", s.nodes}, {"accelerators", s.accelerators}, {"has_accelerators", s.has_accelerators},
          {"accelerator_model", s.accelerator_model}, {"target_bbox", s.target_bbox}, {"target_segm", s.target_segm},
          {"runs_count", s.runs.size()}, {"dropped", s.dropped}, {"score_minutes", opt_json(s.score_minutes)},
          {"scaling_factor", s.scaling_factor}, {"score_note", s.score_note},
+         {"accelerator_hours", opt_json(s.accelerator_hours)},
          {"rcp", {{"passed", s.rcp.passed}, {"message", s.rcp.message}, {"norm_factor", s.rcp.norm_factor},
                   {"submission_mean_epochs", s.rcp.has_rcp ? Json(s.rcp.submission_mean) : Json(nullptr)},
                   {"rcp_mean_epochs", s.rcp.has_rcp ? Json(s.rcp.rcp.mean) : Json(nullptr)},
                   {"min_acceptable_mean_epochs", s.rcp.has_rcp ? Json(s.rcp.rcp.mean / s.rcp.rcp.max_speedup) : Json(nullptr)},
                   {"rcp_global_batch_size", s.rcp.has_rcp ? Json(s.rcp.rcp.global_batch_size) : Json(nullptr)},
-                  {"applies", s.division == "closed"}}},
+                  {"applies", s.rcp_applies()}}},
          {"rcp_normalized_minutes", opt_json(s.rcp_normalized_minutes)},
          {"mean_epochs_to_converge", opt_json(s.mean_epochs_to_converge)},
          {"images_per_s_per_accelerator", opt_json(s.images_per_s_per_accelerator)},
+         {"throughput_source", s.throughput_source}, {"throughput_note", s.throughput_note},
+         {"scaling", {{"speedup", opt_json(s.scaling_speedup)}, {"efficiency", opt_json(s.scaling_efficiency)},
+                      {"base", s.scaling_base.empty() ? Json(nullptr) : Json(s.scaling_base)}}},
          {"mean_time", time_json(s.mean_time)}, {"price_per_node_hour", opt_json(s.price_per_node_hour)},
          {"cost_per_result", opt_json(s.cost_per_result)}, {"profiled_runs", s.profiled_runs},
          {"stages", s.stages}, {"runs", runs}});

@@ -1,18 +1,25 @@
 // `report`: systems compared from their results, as a buyer or a reviewer would read them.
 //
 // For each system found under the given folders (a results tree as run_and_time.sh files it,
-// results/<system>/maskrcnn/result_N.txt with the run folders in runs/result_N/; or a submission
-// folder <org>/results/<system>/maskrcnn with <org>/systems/<system>.json):
+// results/<system>/maskrcnn/result_N.txt with the run folders in runs/result_N/; a submission
+// folder <org>/results/<system>/maskrcnn with <org>/systems/<system>.json; or a whole public
+// training_results_vX.Y checkout, every submitter's Mask R-CNN results, other benchmarks skipped):
+//   - who and what: submitter, accelerator model and count, nodes, framework (the system
+//     description: a kept run's config.json, the submission's systems/<name>.json, or the project's);
 //   - the score as the official result_summarizer computes it: each run's run_stop - run_start in
 //     minutes, a run failing the compliance check dropped (at most one), the olympic mean, times
-//     scaling.json's factor when the folder has one;
-//   - the RCP check of training 3.1.0 (rcp.h), and in the closed division the RCP-normalized score;
+//     scaling.json's factor when the folder has one; accelerator-hours per result;
+//   - the RCP check of training 3.1.0 (rcp.h), and in the closed division the RCP-normalized score
+//     (the RCP decides closed-division results only: "n/a" in the open division);
 //   - epochs to converge against the reference convergence point;
-//   - training images/s per accelerator (per host processor when the system has no accelerator);
+//   - training images/s per accelerator (per host processor when the system has no accelerator),
+//     from the best evidence in the log (see Throughput below), the source named;
+//   - scaling efficiency between systems of one submitter and accelerator model at different
+//     sizes: the speedup of the time to train over the smallest system's, against linear;
 //   - where the time went: initialisation (init_start to run_start), training (the epochs),
 //     evaluation inference (eval_start until training resumes), the wait for the last score (the
 //     last epoch's scoring, not overlapped by training), and idle (the rest of run_start to
-//     run_stop); the asynchronous scoring overlapped with training is shown beside them;
+//     run_stop); the asynchronous scoring overlapped with training beside them, when logged;
 //   - the per-stage time of a training step when runs were profiled (train --profile);
 //   - the cost of one time-to-train when a price per node-hour is given.
 #pragma once
@@ -34,8 +41,31 @@ struct ReportOptions {
 
 struct TimeBreakdown {  // seconds
   double init = 0, training = 0, eval_inference = 0, final_scoring_wait = 0, idle = 0;
-  double scoring_total = 0;  // COCO scoring, overlapped with training (from metrics.jsonl when kept)
+  // COCO scoring, overlapped with training: from metrics.jsonl when kept; empty when no run logs it.
+  std::optional<double> scoring_total;
 };
+
+// Training images/s of a run, from the best evidence its log holds, in this order:
+//   1. the log's own `throughput` events (NVIDIA's harness logs them): their median;
+//   2. the epochs trained x the real epoch size over the training time (the epochs' start to stop):
+//      COCO train2017's 117,266 images where the log is of the closed division (whose rules fix the
+//      dataset) or says it validated on COCO val2017 (eval_samples 5000; NVIDIA's harness logs 1),
+//      else train_samples when nothing contradicts it (metrics.jsonl's steps x the global batch
+//      cover train_samples images an epoch, within one batch), else those steps x the global batch.
+// `train_samples` counts only where it agrees with that evidence (within 10 %): NVIDIA's harness
+// logs 40000 or 20000 while every epoch is the whole training set. A disagreement is the note.
+struct Throughput {
+  std::optional<double> images_per_s;  // whole system
+  std::string source;                  // one of the kSource* below; "" when no evidence
+  std::string note;                    // train_samples' disagreement, "" when none
+  std::optional<double> train_samples_ratio;  // the figure train_samples gives / the one used, when they disagree
+};
+inline constexpr const char* kSourceThroughputEvents = "throughput events";
+inline constexpr const char* kSourceCocoEpochs = "epochs x 117266 (COCO train2017)";
+inline constexpr const char* kSourceTrainSamples = "epochs x train_samples";
+inline constexpr const char* kSourceSteps = "epochs x steps x global_batch_size (metrics.jsonl)";
+inline constexpr int64_t kCocoTrainImages = 117266;  // train2017 images with a usable annotation
+inline constexpr int64_t kCocoValImages = 5000;
 
 struct RunSummary {
   std::string file;
@@ -44,16 +74,20 @@ struct RunSummary {
   std::string check_error;  // the first failing line when not compliant
   std::optional<double> minutes;          // time to train, when run_start and run_stop were logged
   std::optional<double> epochs_to_converge;
-  std::optional<double> images_per_s;     // whole system, training epochs only
+  Throughput throughput;                  // whole system, training epochs only
   TimeBreakdown time;
 };
 
 struct SystemReport {
   std::string name;        // results/<name>
+  std::string label;       // name, qualified where two systems share it: "name [source/round/org]"
   std::string folder;      // the maskrcnn folder
-  std::string division, org, accelerator_model;
+  std::string source;      // the folder given to `report` that holds it
+  std::string division, org, accelerator_model, framework;
+  std::string submitter;   // the description's submitter, else the log's submission_org
   int64_t nodes = 1, accelerators = 1;  // accelerators in the system (host processors when none)
   bool has_accelerators = false;
+  bool rcp_applies() const { return division != "open"; }
   double target_bbox = 0.377, target_segm = 0.339;
   std::vector<RunSummary> runs;
   int dropped = 0;
@@ -63,7 +97,16 @@ struct SystemReport {
   RcpVerdict rcp;
   std::optional<double> rcp_normalized_minutes;  // closed division: olympic mean x RCP factor
   std::optional<double> mean_epochs_to_converge;
+  std::optional<double> accelerator_hours;              // score x accelerators, in hours
   std::optional<double> images_per_s_per_accelerator;  // median over the runs
+  std::string throughput_source;                        // the runs' sources, "; "-joined when they differ
+  std::string throughput_note;                          // train_samples' disagreement, over the runs
+  // Against the smallest system of the same source, submitter, accelerator model and accelerators
+  // per node (the same node at another node count; the fastest one when several share the smallest
+  // count): speedup = its score / this score, efficiency = speedup / (nodes / its nodes). Empty
+  // without such a system at another node count.
+  std::optional<double> scaling_speedup, scaling_efficiency;
+  std::string scaling_base;                             // that smallest system's label
   TimeBreakdown mean_time;                              // mean over the runs
   // Per-stage milliseconds per step from the runs' profile.json (`train --profile`), averaged over
   // the runs that have one: [{"stage", "depth", "per_step_ms", "share"}]; empty when none has.
@@ -78,6 +121,10 @@ struct ReportError : std::runtime_error {
 
 // Finds every system under `paths` and reports it; throws ReportError when a path holds none.
 std::vector<SystemReport> build_report(const std::vector<std::string>& paths, const ReportOptions& options);
+
+// The systems in the order a comparison reads them: grouped by accelerator model (models in order
+// of their best score), by score within a group, systems without a score last.
+std::vector<const SystemReport*> comparison_order(const std::vector<SystemReport>& systems);
 
 std::string format_report_table(const std::vector<SystemReport>& systems);
 Json report_json(const std::vector<SystemReport>& systems);

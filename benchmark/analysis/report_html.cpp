@@ -1,11 +1,14 @@
-// The report's HTML page: one table per comparison, the plots as SVG files beside it, no script
-// and nothing fetched from elsewhere (it is read offline, attached to reviews). Every number in a
-// table cell carries data-system and data-field naming its report JSON field.
+// The report's HTML page: the comparison table grouped by accelerator model, the plots inline as
+// SVG (each also written beside the page as a file), no script and nothing fetched from elsewhere
+// (it is read offline, attached to reviews). Every number in a table cell carries data-system (the
+// system's label) and data-field naming its report JSON field; a cell without a value says "not logged" where the logs
+// lack the data and "-" where the figure does not apply.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "benchmark/analysis/report.h"
@@ -17,11 +20,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string cell(const SystemReport& s, const char* field, const std::optional<double>& v, const char* format) {
-  char b[64] = "-";
+constexpr const char* kNotLogged = "not logged";
+constexpr const char* kNotApplicable = "-";
+
+std::string cell(const SystemReport& s, const std::string& field, const std::optional<double>& v, const char* format,
+                 const char* missing = kNotApplicable) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%s", missing);
   if (v) std::snprintf(b, sizeof b, format, *v);
-  return "<td class=\"num\" data-system=\"" + svg::escape(s.name) + "\" data-field=\"" + field + "\">" + b + "</td>";
+  return "<td class=\"num\" data-system=\"" + svg::escape(s.label) + "\" data-field=\"" + field + "\">" + b + "</td>";
 }
+
+std::string text_cell(const std::string& text) { return "<td>" + svg::escape(text.empty() ? "-" : text) + "</td>"; }
 
 void write_file(const fs::path& p, const std::string& text) {
   std::ofstream out(p);
@@ -35,6 +45,228 @@ std::string safe_name(const std::string& s) {
   return out;
 }
 
+// The plots: written as files into the report's folder and returned for inlining in the page.
+struct Plots {
+  fs::path dir;
+  std::map<std::string, std::string> svg;  // file name -> document
+  std::string add(const std::string& file, std::string document) {
+    write_file(dir / file, document);
+    return svg[file] = std::move(document);
+  }
+  std::string figure(const std::string& file, const std::string& caption) const {
+    return "<figure id=\"" + safe_name(file) + "\">" + svg.at(file) + "<figcaption>" + svg::escape(caption) +
+           "</figcaption></figure>\n";
+  }
+};
+
+// One colour per accelerator model, in the order the comparison reads them.
+struct ModelColors {
+  std::map<std::string, std::string> color;
+  std::vector<svg::LegendEntry> legend;  // in that order
+  explicit ModelColors(const std::vector<const SystemReport*>& order) {
+    for (const SystemReport* s : order)
+      if (!color.contains(s->accelerator_model)) {
+        color[s->accelerator_model] = svg::palette(color.size());
+        legend.push_back({s->accelerator_model.empty() ? "accelerator not described" : s->accelerator_model,
+                          color[s->accelerator_model]});
+      }
+  }
+};
+
+std::string model_name(const std::string& model) { return model.empty() ? "accelerator not described" : model; }
+
+// How a system is named in the plots: submitter, system, nodes x accelerators per node.
+std::string plot_label(const SystemReport& s) {
+  return (s.submitter.empty() ? "" : s.submitter + " ") + s.label + " (" + std::to_string(s.nodes) + "x" +
+         std::to_string(s.accelerators / std::max<int64_t>(1, s.nodes)) + ")";
+}
+
+std::string number(double v, const char* format) {
+  char b[64];
+  std::snprintf(b, sizeof b, format, v);
+  return b;
+}
+
+// The run shown for a system where one run stands for it: the median time to train among the
+// successful runs (the first run when none succeeded).
+const RunSummary* representative(const SystemReport& s) {
+  std::vector<const RunSummary*> ok;
+  for (const RunSummary& r : s.runs)
+    if (r.run.success() && r.minutes) ok.push_back(&r);
+  if (ok.empty()) return s.runs.empty() ? nullptr : &s.runs.front();
+  std::stable_sort(ok.begin(), ok.end(), [](const RunSummary* a, const RunSummary* b) { return *a->minutes < *b->minutes; });
+  return ok[(ok.size() - 1) / 2];
+}
+
+void accuracy_series(const RunSummary& r, const std::string& name, const std::string& color, const std::string& dash,
+                     std::vector<svg::Series>* box, std::vector<svg::Series>* mask) {
+  svg::Series b{.name = name, .color = color, .dash = dash}, m{.name = name, .color = color, .dash = dash};
+  for (const EpochRecord& e : r.run.epochs) {
+    if (!e.accuracy_ms || !r.run.run_start_ms) continue;
+    const double minutes = (*e.accuracy_ms - *r.run.run_start_ms) / 60000;
+    if (e.bbox) b.points.emplace_back(minutes, *e.bbox);
+    if (e.segm) m.points.emplace_back(minutes, *e.segm);
+  }
+  if (box) box->push_back(std::move(b));
+  if (mask) mask->push_back(std::move(m));
+}
+
+void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& order) {
+  const ModelColors models(order);
+  const auto& colors = models.color;
+  std::vector<const SystemReport*> by_score = order;
+  std::stable_sort(by_score.begin(), by_score.end(), [](const SystemReport* a, const SystemReport* b) {
+    return a->score_minutes.value_or(1e300) < b->score_minutes.value_or(1e300);
+  });
+  svg::BarGroup scores;
+  for (const SystemReport* s : by_score) {
+    std::vector<double> dots;
+    for (const RunSummary& r : s->runs)
+      if (r.minutes) dots.push_back(*r.minutes);
+    scores.bars.push_back({.label = plot_label(*s), .value = s->score_minutes.value_or(0), .dots = dots,
+                           .color = colors.at(s->accelerator_model),
+                           .value_text = s->score_minutes ? number(*s->score_minutes, "%.2f") : "no score"});
+  }
+  std::vector<svg::LegendEntry> score_legend = models.legend;
+  score_legend.push_back({"one run", "#222", true});
+  plots.add("score.svg", svg::bar_chart("score: olympic mean time to train (shorter is better)", "minutes", {scores}, score_legend));
+
+  std::vector<svg::BarGroup> speed;  // grouped by accelerator model, fastest first within a group
+  for (const SystemReport* s : order) {
+    if (speed.empty() || speed.back().title != model_name(s->accelerator_model)) speed.push_back({model_name(s->accelerator_model), {}});
+    const auto& v = s->images_per_s_per_accelerator;
+    speed.back().bars.push_back({.label = plot_label(*s), .value = v.value_or(0), .color = colors.at(s->accelerator_model),
+                                 .value_text = v ? number(*v, "%.1f") : kNotLogged});
+  }
+  for (svg::BarGroup& g : speed)
+    std::stable_sort(g.bars.begin(), g.bars.end(), [](const svg::Bar& a, const svg::Bar& b) { return a.value > b.value; });
+  plots.add("throughput.svg", svg::bar_chart("training throughput per accelerator", "images/s per accelerator", speed, {}));
+
+  std::vector<svg::Series> box, mask;  // systems of one accelerator model: one colour, each its own dashes
+  std::map<std::string, size_t> seen;
+  for (const SystemReport* s : order)
+    if (const RunSummary* r = representative(*s))
+      accuracy_series(*r, plot_label(*s), colors.at(s->accelerator_model), svg::dash_pattern(seen[s->accelerator_model]++),
+                      &box, &mask);
+  const SystemReport& any = *order.front();
+  plots.add("accuracy_box.svg", svg::line_chart("box AP over time, one run per system", "minutes since run_start", "COCO box AP",
+                                                box, {{any.target_bbox, "box target", "#555"}}));
+  plots.add("accuracy_mask.svg", svg::line_chart("mask AP over time, one run per system", "minutes since run_start",
+                                                 "COCO mask AP", mask, {{any.target_segm, "mask target", "#555"}}));
+  std::vector<svg::Stack> stacks;
+  for (const SystemReport* s : by_score) {
+    const TimeBreakdown& t = s->mean_time;
+    stacks.push_back({.label = plot_label(*s), .parts = {t.init, t.training, t.eval_inference, t.final_scoring_wait, t.idle}});
+  }
+  plots.add("time.svg", svg::stacked_bar_chart("where a run's time goes (mean)", "seconds",
+                                               {"init", "training", "eval inference", "wait for last score", "idle"},
+                                               {"#bbbbbb", "#1f77b4", "#ff7f0e", "#d62728", "#dddddd"}, stacks));
+}
+
+void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>& order) {
+  const ModelColors models(order);
+  const auto& colors = models.color;
+  o << "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>submitter</th><th>system</th><th>accelerators</th><th>nodes</th>"
+    << "<th>framework</th><th>division</th><th>runs</th><th>dropped</th><th>score (min)</th><th>accelerator-hours</th>"
+    << "<th>RCP check</th><th>epochs to converge</th><th>RCP mean epochs</th><th>images/s per accelerator</th>"
+    << "<th>throughput from</th><th>scaling efficiency</th><th>cost per result</th></tr>\n";
+  std::string model = "\x01";
+  for (const SystemReport* p : order) {
+    const SystemReport& s = *p;
+    if (s.accelerator_model != model) {
+      model = s.accelerator_model;
+      o << "<tr class=\"group\"><th colspan=\"17\"><span class=\"swatch\" style=\"background:" << colors.at(model)
+        << "\"></span>" << svg::escape(model_name(model)) << "</th></tr>\n";
+    }
+    const char* rcp_class = !s.rcp_applies() ? "na" : s.rcp.passed ? "pass" : "fail";
+    const std::string rcp = !s.rcp_applies() ? "n/a (open division)" : (s.rcp.passed ? "pass: " : "fail: ") + s.rcp.message;
+    o << "<tr>" << text_cell(s.submitter) << "<td>" << svg::escape(s.label) << "</td>"
+      << cell(s, "accelerators", static_cast<double>(s.accelerators), "%.0f") << cell(s, "nodes", static_cast<double>(s.nodes), "%.0f")
+      << "<td class=\"fw\" title=\"" << svg::escape(s.framework) << "\">" << svg::escape(s.framework.empty() ? "-" : s.framework)
+      << "</td>" << text_cell(s.division) << cell(s, "runs_count", static_cast<double>(s.runs.size()), "%.0f")
+      << cell(s, "dropped", static_cast<double>(s.dropped), "%.0f") << cell(s, "score_minutes", s.score_minutes, "%.4f")
+      << cell(s, "accelerator_hours", s.accelerator_hours, "%.2f") << "<td class=\"" << rcp_class << "\">"
+      << svg::escape(rcp) << "</td>" << cell(s, "mean_epochs_to_converge", s.mean_epochs_to_converge, "%.2f")
+      << cell(s, "rcp.rcp_mean_epochs", s.rcp.has_rcp ? std::optional<double>(s.rcp.rcp.mean) : std::nullopt, "%.3f")
+      << cell(s, "images_per_s_per_accelerator", s.images_per_s_per_accelerator, "%.3f", kNotLogged)
+      << "<td>" << svg::escape(s.throughput_source.empty() ? kNotLogged : s.throughput_source)
+      << (s.throughput_note.empty() ? "" : "<br><span class=\"note\">" + svg::escape(s.throughput_note) + "</span>") << "</td>"
+      << cell(s, "scaling.efficiency", s.scaling_efficiency, "%.3f") << cell(s, "cost_per_result", s.cost_per_result, "%.2f")
+      << "</tr>\n";
+  }
+  o << "</table>\n";
+  bool notes = false;
+  for (const SystemReport* s : order)
+    if (s->scaling_efficiency) {
+      o << (notes ? "" : "<ul id=\"scaling\">\n") << "<li><b>" << svg::escape(s->label) << "</b>: "
+        << number(*s->scaling_speedup, "%.2f") << "x faster than " << svg::escape(s->scaling_base) << " with "
+        << number(static_cast<double>(s->nodes), "%.0f") << " nodes (efficiency " << number(*s->scaling_efficiency, "%.3f")
+        << ")</li>\n";
+      notes = true;
+    }
+  if (notes) o << "</ul>\n";
+}
+
+void time_tables(std::ostringstream& o, const std::vector<const SystemReport*>& order) {
+  o << "<h2>Where the time goes (mean per run, seconds)</h2>\n<table id=\"time\"><tr><th>system</th><th>init</th>"
+    << "<th>training</th><th>eval inference</th><th>wait for last score</th><th>idle</th><th>COCO scoring (overlapped)</th></tr>\n";
+  for (const SystemReport* p : order) {
+    const SystemReport& s = *p;
+    const TimeBreakdown& t = s.mean_time;
+    o << "<tr><td>" << svg::escape(s.label) << "</td>" << cell(s, "mean_time.init_s", t.init, "%.3f")
+      << cell(s, "mean_time.training_s", t.training, "%.3f") << cell(s, "mean_time.eval_inference_s", t.eval_inference, "%.3f")
+      << cell(s, "mean_time.final_scoring_wait_s", t.final_scoring_wait, "%.3f") << cell(s, "mean_time.idle_s", t.idle, "%.3f")
+      << cell(s, "mean_time.scoring_total_s", t.scoring_total, "%.3f", kNotLogged) << "</tr>\n";
+  }
+  o << "</table>\n";
+  if (std::none_of(order.begin(), order.end(), [](const SystemReport* s) { return s->profiled_runs > 0; })) return;
+  o << "<h2>Per-stage time of a training step (train --profile)</h2>\n<table id=\"stages\"><tr><th>system</th>"
+    << "<th>stage</th><th>ms per step</th><th>share of the step</th></tr>\n";
+  for (const SystemReport* p : order)
+    for (size_t k = 0; k < p->stages.size(); ++k) {
+      const Json& st = p->stages[k];
+      const std::string field = "stages." + std::to_string(k);
+      o << "<tr><td>" << svg::escape(p->label) << "</td><td style=\"padding-left:" << 8 + 16 * st["depth"].get<int>()
+        << "px\">" << svg::escape(st["stage"].get<std::string>()) << "</td>"
+        << cell(*p, field + ".per_step_ms", st["per_step_ms"].get<double>(), "%.2f")
+        << cell(*p, field + ".share", st["share"].get<double>(), "%.4f") << "</tr>\n";
+    }
+  o << "</table>\n";
+}
+
+void system_section(std::ostringstream& o, Plots& plots, size_t index, const SystemReport& s) {
+  std::vector<svg::Series> series;
+  for (size_t k = 0; k < s.runs.size(); ++k) {
+    const std::string run = fs::path(s.runs[k].file).stem().string();
+    std::vector<svg::Series> box, mask;
+    accuracy_series(s.runs[k], run + " box", svg::palette(k), "", &box, nullptr);
+    accuracy_series(s.runs[k], run + " mask", svg::palette(k), "5,3", nullptr, &mask);
+    series.push_back(box.front()), series.push_back(mask.front());
+  }
+  const std::string file = "accuracy_" + std::to_string(index + 1) + "_" + safe_name(s.label) + ".svg";
+  plots.add(file, svg::line_chart(s.label + ": accuracy over time", "minutes since run_start", "COCO AP", series,
+                                  {{s.target_bbox, "box target", "#555"}, {s.target_segm, "mask target", "#999"}}));
+  o << "<h2>" << svg::escape(s.label) << "</h2>\n<p>" << svg::escape(s.submitter) << "; " << svg::escape(s.folder) << "; "
+    << s.nodes << " node(s), " << s.accelerators << " "
+    << (s.has_accelerators ? "accelerator(s) " : "host processor(s), no accelerator ") << svg::escape(s.accelerator_model)
+    << (s.framework.empty() ? "" : "; " + svg::escape(s.framework))
+    << (s.score_note.empty() ? "" : "; " + svg::escape(s.score_note)) << "</p>\n"
+    << "<table><tr><th>result</th><th>status</th><th>seed</th><th>minutes</th><th>epochs</th><th>images/s</th>"
+    << "<th>throughput from</th><th>compliance</th></tr>\n";
+  for (const RunSummary& r : s.runs) {
+    const auto shown = [](const std::optional<double>& v, const char* format, const char* missing) {
+      return v ? number(*v, format) : std::string(missing);
+    };
+    o << "<tr><td>" << svg::escape(fs::path(r.file).filename().string()) << "</td>" << text_cell(r.run.status)
+      << "<td>" << (r.run.seed ? std::to_string(*r.run.seed) : "-") << "</td><td class=\"num\">"
+      << shown(r.minutes, "%.4f", kNotLogged) << "</td><td class=\"num\">" << shown(r.epochs_to_converge, "%.0f", "-")
+      << "</td><td class=\"num\">" << shown(r.throughput.images_per_s, "%.2f", kNotLogged) << "</td>"
+      << text_cell(r.throughput.source + (r.throughput.note.empty() ? "" : " (" + r.throughput.note + ")")) << "<td class=\""
+      << (r.compliant ? "pass\">compliant" : "fail\">" + svg::escape(r.check_error)) << "</td></tr>\n";
+  }
+  o << "</table>\n" << plots.figure(file, s.label + ": every run's box (solid) and mask (dashed) AP over time");
+}
+
 }  // namespace
 
 std::string write_report_html(const std::vector<SystemReport>& systems, const std::string& dir_name) {
@@ -42,114 +274,35 @@ std::string write_report_html(const std::vector<SystemReport>& systems, const st
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw ReportError("cannot create " + dir_name + ": " + ec.message());
+  if (systems.empty()) throw ReportError("no systems to report");
+  const std::vector<const SystemReport*> order = comparison_order(systems);
+  Plots plots{.dir = dir};
+  comparison_plots(plots, order);
 
-  // ---- plots ----
-  std::vector<std::string> images;  // file, alt
-  std::vector<svg::Bar> score_bars, speed_bars;
-  std::vector<svg::Stack> stacks;
-  for (size_t i = 0; i < systems.size(); ++i) {
-    const SystemReport& s = systems[i];
-    std::vector<svg::Series> series;
-    for (size_t k = 0; k < s.runs.size(); ++k) {
-      const RunSummary& r = s.runs[k];
-      svg::Series box{.name = fs::path(r.file).stem().string() + " box", .color = svg::palette(k)};
-      svg::Series mask{.name = fs::path(r.file).stem().string() + " mask", .color = svg::palette(k), .dashed = true};
-      for (const EpochRecord& e : r.run.epochs) {
-        if (!e.accuracy_ms || !r.run.run_start_ms) continue;
-        const double minutes = (*e.accuracy_ms - *r.run.run_start_ms) / 60000;
-        if (e.bbox) box.points.emplace_back(minutes, *e.bbox);
-        if (e.segm) mask.points.emplace_back(minutes, *e.segm);
-      }
-      series.push_back(box);
-      series.push_back(mask);
-    }
-    const std::string file = "accuracy_" + safe_name(s.name) + ".svg";
-    write_file(dir / file, svg::line_chart(s.name + ": accuracy over time", "minutes since run_start", "COCO AP",
-                                           series, {{s.target_bbox, "box target", "#555"}, {s.target_segm, "mask target", "#999"}}));
-    images.push_back(file);
-    std::vector<double> dots;
-    for (const RunSummary& r : s.runs)
-      if (r.minutes) dots.push_back(*r.minutes);
-    score_bars.push_back({.label = s.name, .value = s.score_minutes.value_or(0), .dots = dots, .color = svg::palette(i)});
-    speed_bars.push_back({.label = s.name, .value = s.images_per_s_per_accelerator.value_or(0), .color = svg::palette(i)});
-    const TimeBreakdown& t = s.mean_time;
-    stacks.push_back({.label = s.name, .parts = {t.init, t.training, t.eval_inference, t.final_scoring_wait, t.idle}});
-  }
-  write_file(dir / "score.svg", svg::bar_chart("score: olympic mean time to train", "minutes", score_bars));
-  write_file(dir / "throughput.svg", svg::bar_chart("training throughput per accelerator", "images/s", speed_bars));
-  write_file(dir / "time.svg",
-             svg::stacked_bar_chart("where a run's time goes (mean)", "seconds",
-                                    {"init", "training", "eval inference", "wait for last score", "idle"},
-                                    {"#bbbbbb", "#1f77b4", "#ff7f0e", "#d62728", "#eeeeee"}, stacks));
-
-  // ---- page ----
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mlperf-maskrcnn report</title>\n"
-    << "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
-    << "td,th{border:1px solid #ccc;padding:4px 8px}td.num{text-align:right;font-variant-numeric:tabular-nums}"
-    << "th{background:#f3f3f3}.fail{color:#b00}.pass{color:#070}img{margin:0.5em 0;border:1px solid #eee}</style>\n"
+    << "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+    << "td,th{border:1px solid #ccc;padding:3px 6px}td{white-space:nowrap}"
+    << "td.fw{max-width:12em;overflow:hidden;text-overflow:ellipsis;font-size:90%}td.num{text-align:right;font-variant-numeric:tabular-nums}"
+    << "th{background:#f3f3f3}tr.group th{text-align:left;background:#fafafa}.fail{color:#b00}.pass{color:#070}"
+    << ".na{color:#777}.note{color:#777;font-size:85%}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}"
+    << "figure{margin:1em 0}figcaption{color:#555;font-size:90%}svg{border:1px solid #eee}</style>\n"
     << "</head><body>\n<h1>Mask R-CNN results: systems compared</h1>\n"
     << "<p>MLPerf Training ruleset 3.1.0. Score: the official result_summarizer's olympic mean of the runs' time to "
     << "train (a run failing the compliance check dropped, at most one). RCP: the official rcp_checker's verdict with "
-    << "the pruned reference points (it decides closed-division results only).</p>\n";
-  o << "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>system</th><th>division</th><th>accelerators</th><th>runs</th>"
-    << "<th>dropped</th><th>score (min)</th><th>RCP check</th><th>epochs to converge</th><th>RCP mean epochs</th>"
-    << "<th>images/s per accelerator</th><th>cost per result</th></tr>\n";
-  for (const SystemReport& s : systems) {
-    o << "<tr><td>" << svg::escape(s.name) << "</td><td>" << svg::escape(s.division) << "</td>"
-      << cell(s, "accelerators", static_cast<double>(s.accelerators), "%.0f")
-      << cell(s, "runs_count", static_cast<double>(s.runs.size()), "%.0f")
-      << cell(s, "dropped", static_cast<double>(s.dropped), "%.0f") << cell(s, "score_minutes", s.score_minutes, "%.4f")
-      << "<td class=\"" << (s.rcp.passed ? "pass" : "fail") << "\">" << (s.rcp.passed ? "pass" : "fail") << ": "
-      << svg::escape(s.rcp.message) << "</td>" << cell(s, "mean_epochs_to_converge", s.mean_epochs_to_converge, "%.2f")
-      << cell(s, "rcp.rcp_mean_epochs", s.rcp.has_rcp ? std::optional<double>(s.rcp.rcp.mean) : std::nullopt, "%.3f")
-      << cell(s, "images_per_s_per_accelerator", s.images_per_s_per_accelerator, "%.3f")
-      << cell(s, "cost_per_result", s.cost_per_result, "%.2f") << "</tr>\n";
-  }
-  o << "</table>\n<img src=\"score.svg\" alt=\"score per system\"> <img src=\"throughput.svg\" alt=\"throughput per accelerator\">\n";
-  o << "<h2>Where the time goes (mean per run, seconds)</h2>\n<table id=\"time\"><tr><th>system</th><th>init</th>"
-    << "<th>training</th><th>eval inference</th><th>wait for last score</th><th>idle</th><th>COCO scoring (overlapped)</th></tr>\n";
-  for (const SystemReport& s : systems) {
-    const TimeBreakdown& t = s.mean_time;
-    o << "<tr><td>" << svg::escape(s.name) << "</td>" << cell(s, "mean_time.init_s", t.init, "%.3f")
-      << cell(s, "mean_time.training_s", t.training, "%.3f") << cell(s, "mean_time.eval_inference_s", t.eval_inference, "%.3f")
-      << cell(s, "mean_time.final_scoring_wait_s", t.final_scoring_wait, "%.3f") << cell(s, "mean_time.idle_s", t.idle, "%.3f")
-      << cell(s, "mean_time.scoring_total_s", t.scoring_total, "%.3f") << "</tr>\n";
-  }
-  o << "</table>\n<img src=\"time.svg\" alt=\"where the time goes\">\n";
-  if (std::any_of(systems.begin(), systems.end(), [](const SystemReport& s) { return s.profiled_runs > 0; })) {
-    o << "<h2>Per-stage time of a training step (train --profile)</h2>\n<table id=\"stages\"><tr><th>system</th>"
-      << "<th>stage</th><th>ms per step</th><th>share of the step</th></tr>\n";
-    for (const SystemReport& s : systems)
-      for (size_t k = 0; k < s.stages.size(); ++k) {
-        const Json& st = s.stages[k];
-        const std::string field = "stages." + std::to_string(k);
-        o << "<tr><td>" << svg::escape(s.name) << "</td><td style=\"padding-left:" << 8 + 16 * st["depth"].get<int>()
-          << "px\">" << svg::escape(st["stage"].get<std::string>()) << "</td>"
-          << cell(s, (field + ".per_step_ms").c_str(), st["per_step_ms"].get<double>(), "%.2f")
-          << cell(s, (field + ".share").c_str(), st["share"].get<double>(), "%.4f") << "</tr>\n";
-      }
-    o << "</table>\n";
-  }
-  for (size_t i = 0; i < systems.size(); ++i) {
-    const SystemReport& s = systems[i];
-    o << "<h2>" << svg::escape(s.name) << "</h2>\n<p>" << svg::escape(s.folder) << "; " << s.accelerators << " "
-      << (s.has_accelerators ? "accelerator(s) " : "host processor(s), no accelerator ") << svg::escape(s.accelerator_model)
-      << (s.score_note.empty() ? "" : "; " + svg::escape(s.score_note)) << "</p>\n"
-      << "<table><tr><th>result</th><th>status</th><th>seed</th><th>minutes</th><th>epochs</th><th>images/s</th>"
-      << "<th>compliance</th></tr>\n";
-    for (const RunSummary& r : s.runs) {
-      char minutes[32] = "-", epochs[32] = "-", speed[32] = "-";
-      if (r.minutes) std::snprintf(minutes, sizeof minutes, "%.4f", *r.minutes);
-      if (r.epochs_to_converge) std::snprintf(epochs, sizeof epochs, "%.0f", *r.epochs_to_converge);
-      if (r.images_per_s) std::snprintf(speed, sizeof speed, "%.2f", *r.images_per_s);
-      o << "<tr><td>" << svg::escape(fs::path(r.file).filename().string()) << "</td><td>" << svg::escape(r.run.status)
-        << "</td><td>" << (r.run.seed ? std::to_string(*r.run.seed) : "-") << "</td><td class=\"num\">" << minutes
-        << "</td><td class=\"num\">" << epochs << "</td><td class=\"num\">" << speed << "</td><td class=\""
-        << (r.compliant ? "pass\">compliant" : "fail\">" + svg::escape(r.check_error)) << "</td></tr>\n";
-    }
-    o << "</table>\n<img src=\"" << images[i] << "\" alt=\"accuracy over time, " << svg::escape(s.name) << "\">\n";
-  }
+    << "the pruned reference points; it decides closed-division results only (n/a in the open division). "
+    << "Images/s per accelerator: the median over the runs, from the log's own throughput events where it has them, "
+    << "else the epochs trained times the real epoch size (COCO train2017's 117,266 images) over the training time; "
+    << "train_samples counts only where it agrees. Scaling efficiency: the speedup over the same submitter's smallest "
+    << "system of the same accelerator, against linear. Systems are grouped and coloured by accelerator model.</p>\n";
+  summary_table(o, order);
+  o << plots.figure("score.svg", "score per system, sorted; dots: the individual runs")
+    << plots.figure("throughput.svg", "training images/s per accelerator, grouped by accelerator model")
+    << plots.figure("accuracy_box.svg", "box AP of each system's median run against the target")
+    << plots.figure("accuracy_mask.svg", "mask AP of each system's median run against the target");
+  time_tables(o, order);
+  o << plots.figure("time.svg", "where a run's time goes, mean per run");
+  for (size_t i = 0; i < order.size(); ++i) system_section(o, plots, i, *order[i]);
   o << "</body></html>\n";
   const fs::path page = dir / "index.html";
   write_file(page, o.str());

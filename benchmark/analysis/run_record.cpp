@@ -88,6 +88,7 @@ void read_log(RunRecord& r) {
       if (value.is_object() && value.contains("BBOX") && value["BBOX"].is_number()) e.bbox = value["BBOX"].get<double>();
       if (value.is_object() && value.contains("SEGM") && value["SEGM"].is_number()) e.segm = value["SEGM"].get<double>();
     }
+    else if (key == "throughput" && value.is_number() && value.get<double>() > 0) r.throughput.push_back(value.get<double>());
     if (is_hyperparameter(key)) r.hyperparameters[key] = value;
     if (key == "global_batch_size") r.global_batch_size = as_int(value);
   }

@@ -53,6 +53,9 @@ struct RunRecord {
   std::string status;  // run_stop's, "" when absent
   std::optional<int64_t> seed, global_batch_size, train_samples, eval_samples;
   std::string benchmark, division, org, platform;
+  // The values of the log's `throughput` events (images/s of the whole system, as NVIDIA's harness
+  // logs them every few steps), in log order; empty when the log has none.
+  std::vector<double> throughput;
   std::map<std::string, Json> hyperparameters;  // every logged opt_*, batch and image-size key
   std::vector<EpochRecord> epochs;              // in epoch order
   int64_t unreadable_log_lines = 0;

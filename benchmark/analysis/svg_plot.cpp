@@ -9,8 +9,9 @@ namespace mrcnn::analysis::svg {
 
 namespace {
 
-constexpr double kWidth = 720, kHeight = 380;
-constexpr double kLeft = 70, kRight = 170, kTop = 40, kBottom = 60;  // margins; legend on the right
+constexpr double kFont = 12;        // px, every text but the title
+constexpr double kCharWidth = 7.6;  // px per character at kFont: wider than DejaVu Sans' widest digits
+constexpr double kTitleY = 22;
 
 std::string fmt(double v) {
   char b[32];
@@ -37,50 +38,90 @@ struct Axis {
     lo = std::floor(min / step) * step;
     hi = std::ceil(max / step) * step;
   }
+  double at(double v, double from, double to) const { return from + (v - lo) / (hi - lo) * (to - from); }
 };
 
-struct Frame {
-  Axis x, y;
-  double px(double v) const { return kLeft + (v - x.lo) / (x.hi - x.lo) * (kWidth - kLeft - kRight); }
-  double py(double v) const { return kHeight - kBottom - (v - y.lo) / (y.hi - y.lo) * (kHeight - kTop - kBottom); }
-};
-
-void open_svg(std::ostringstream& o, const std::string& title) {
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
-    << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << escape(title)
-    << "</text>\n";
+void open_svg(std::ostringstream& o, double width, double height, const std::string& title) {
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width) << "\" height=\"" << fmt(height)
+    << "\" viewBox=\"0 0 " << fmt(width) << " " << fmt(height) << "\" font-family=\"sans-serif\" font-size=\"" << kFont
+    << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"" << fmt(width / 2) << "\" y=\"" << kTitleY
+    << "\" text-anchor=\"middle\" font-size=\"15\">" << escape(title) << "</text>\n";
 }
 
-void y_axis(std::ostringstream& o, const Frame& f, const std::string& label) {
-  for (double v = f.y.lo; v <= f.y.hi + f.y.step / 2; v += f.y.step) {
-    o << "<line x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight << "\" y1=\"" << fmt(f.py(v)) << "\" y2=\""
-      << fmt(f.py(v)) << "\" stroke=\"#e5e5e5\"/>\n"
-      << "<text x=\"" << kLeft - 6 << "\" y=\"" << fmt(f.py(v) + 4) << "\" text-anchor=\"end\">"
-      << tick_label(v, f.y.step) << "</text>\n";
+// Legend entries flowing in rows under the title, within `width`; returns the rows' height.
+double legend_rows(std::ostringstream& o, const std::vector<LegendEntry>& entries, double left, double width, double top) {
+  double x = left, y = top;
+  for (const LegendEntry& e : entries) {
+    const double w = 20 + text_width(e.name) + 18;
+    if (x > left && x + w > left + width) x = left, y += 18;
+    if (e.dot) o << "<circle cx=\"" << fmt(x + 6) << "\" cy=\"" << fmt(y) << "\" r=\"4\" fill=\"" << e.color << "\"/>\n";
+    else o << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y - 6) << "\" width=\"12\" height=\"12\" fill=\"" << e.color << "\"/>\n";
+    o << "<text x=\"" << fmt(x + 18) << "\" y=\"" << fmt(y + 4) << "\">" << escape(e.name) << "</text>\n";
+    x += w;
   }
-  o << "<text transform=\"translate(16," << (kTop + kHeight - kBottom) / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-    << escape(label) << "</text>\n"
-    << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft << "\" y1=\"" << kTop << "\" y2=\"" << kHeight - kBottom
-    << "\" stroke=\"#333\"/>\n<line x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight << "\" y1=\"" << kHeight - kBottom
-    << "\" y2=\"" << kHeight - kBottom << "\" stroke=\"#333\"/>\n";
+  return entries.empty() ? 0 : y - top + 18;
 }
 
-void legend(std::ostringstream& o, size_t i, const std::string& name, const std::string& color, bool dashed) {
-  const double y = kTop + 8 + 18 * static_cast<double>(i);
-  const double x = kWidth - kRight + 12;
-  o << "<line x1=\"" << x << "\" x2=\"" << x + 22 << "\" y1=\"" << y << "\" y2=\"" << y << "\" stroke=\"" << color
-    << "\" stroke-width=\"2.5\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n"
-    << "<text x=\"" << x + 28 << "\" y=\"" << y + 4 << "\">" << escape(name) << "</text>\n";
+// The frame of the horizontal charts: a label column, the plot, a value column; one row per bar.
+struct Rows {
+  double label_w, plot_left, plot_w = 460, value_w, top, row_h = 20, height = 0;
+  Axis x;
+  Rows(double label_width, double value_width, double top_, Axis axis)
+      : label_w(std::max(80.0, label_width + 16)), plot_left(label_w + 10), value_w(std::max(40.0, value_width + 16)),
+        top(top_), x(axis) {}
+  double width() const { return plot_left + plot_w + value_w; }
+  double px(double v) const { return x.at(v, plot_left, plot_left + plot_w); }
+  double bottom() const { return top + height; }
+  // The x axis under the rows: grid, ticks and the axis' name; returns the chart's height.
+  double axis(std::ostringstream& o, const std::string& name) const {
+    for (double v = x.lo; v <= x.hi + x.step / 2; v += x.step)
+      o << "<line x1=\"" << fmt(px(v)) << "\" x2=\"" << fmt(px(v)) << "\" y1=\"" << fmt(top) << "\" y2=\""
+        << fmt(bottom()) << "\" stroke=\"#e5e5e5\"/>\n<text x=\"" << fmt(px(v)) << "\" y=\"" << fmt(bottom() + 16)
+        << "\" text-anchor=\"middle\">" << tick_label(v, x.step) << "</text>\n";
+    o << "<line x1=\"" << fmt(plot_left) << "\" x2=\"" << fmt(plot_left) << "\" y1=\"" << fmt(top) << "\" y2=\""
+      << fmt(bottom()) << "\" stroke=\"#333\"/>\n<text x=\"" << fmt(plot_left + plot_w / 2) << "\" y=\""
+      << fmt(bottom() + 36) << "\" text-anchor=\"middle\">" << escape(name) << "</text>\n";
+    return bottom() + 48;
+  }
+  void label(std::ostringstream& o, double y, const std::string& text) const {
+    o << "<text x=\"" << fmt(label_w + 4) << "\" y=\"" << fmt(y + 4) << "\" text-anchor=\"end\">" << escape(text) << "</text>\n";
+  }
+};
+
+double widest(const std::vector<std::string>& texts) {
+  double w = 0;
+  for (const std::string& t : texts) w = std::max(w, text_width(t));
+  return w;
+}
+
+// Renders the body after the header (title and legend) is known, then prepends the header: the
+// chart's height is only known once the rows are laid out.
+std::string assemble(double width, double height, const std::string& title, const std::string& legend_svg,
+                     const std::string& body) {
+  std::ostringstream o;
+  open_svg(o, width, height, title);
+  o << legend_svg << body << "</svg>\n";
+  return o.str();
 }
 
 }  // namespace
 
 std::string palette(size_t i) {
-  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+                                  "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7ba52",
+                                  "#7b4173", "#3182bd", "#31a354", "#756bb1", "#636363", "#e6550d"};
   return kColors[i % (sizeof kColors / sizeof *kColors)];
+}
+
+std::string dash_pattern(size_t i) {
+  static const char* kDashes[] = {"", "6,3", "2,3", "9,3,2,3", "12,4", "4,2,1,2"};
+  return kDashes[i % (sizeof kDashes / sizeof *kDashes)];
+}
+
+double text_width(const std::string& text) {
+  size_t chars = 0;
+  for (unsigned char c : text) chars += (c & 0xC0) != 0x80;  // UTF-8: count the first byte of each character
+  return kCharWidth * static_cast<double>(chars);
 }
 
 std::string escape(const std::string& s) {
@@ -109,100 +150,128 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
     }
   for (const Threshold& t : thresholds) ymax = std::max(ymax, t.y);
   xmin = std::min(xmin, 0.0);
-  const Frame f{Axis(xmin, xmax), Axis(ymin, ymax * 1.05)};
+  std::vector<std::string> names;
+  for (const Series& s : series) names.push_back(s.name);
+  // The legend holds one row per series on the right: it sets the chart's height and right margin.
+  constexpr double kLeft = 70, kTop = 40, kBottom = 60, kPlotW = 480;
+  const double right = 40 + widest(names), width = kLeft + kPlotW + right;
+  const double height = std::max(380.0, kTop + 18 * static_cast<double>(series.size()) + kBottom);
+  const Axis ax(xmin, xmax), ay(ymin, ymax * 1.05);
+  const auto px = [&](double v) { return ax.at(v, kLeft, kLeft + kPlotW); };
+  const auto py = [&](double v) { return ay.at(v, height - kBottom, kTop); };
   std::ostringstream o;
-  open_svg(o, title);
-  y_axis(o, f, y_label);
-  for (double v = f.x.lo; v <= f.x.hi + f.x.step / 2; v += f.x.step)
-    o << "<text x=\"" << fmt(f.px(v)) << "\" y=\"" << kHeight - kBottom + 16 << "\" text-anchor=\"middle\">"
-      << tick_label(v, f.x.step) << "</text>\n";
-  o << "<text x=\"" << (kLeft + kWidth - kRight) / 2 << "\" y=\"" << kHeight - 18 << "\" text-anchor=\"middle\">"
+  open_svg(o, width, height, title);
+  for (double v = ay.lo; v <= ay.hi + ay.step / 2; v += ay.step)
+    o << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlotW << "\" y1=\"" << fmt(py(v)) << "\" y2=\"" << fmt(py(v))
+      << "\" stroke=\"#e5e5e5\"/>\n<text x=\"" << kLeft - 6 << "\" y=\"" << fmt(py(v) + 4) << "\" text-anchor=\"end\">"
+      << tick_label(v, ay.step) << "</text>\n";
+  o << "<text transform=\"translate(16," << fmt((kTop + height - kBottom) / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
+    << escape(y_label) << "</text>\n<line x1=\"" << kLeft << "\" x2=\"" << kLeft << "\" y1=\"" << kTop << "\" y2=\""
+    << fmt(height - kBottom) << "\" stroke=\"#333\"/>\n<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlotW << "\" y1=\""
+    << fmt(height - kBottom) << "\" y2=\"" << fmt(height - kBottom) << "\" stroke=\"#333\"/>\n";
+  for (double v = ax.lo; v <= ax.hi + ax.step / 2; v += ax.step)
+    o << "<text x=\"" << fmt(px(v)) << "\" y=\"" << fmt(height - kBottom + 20) << "\" text-anchor=\"middle\">"
+      << tick_label(v, ax.step) << "</text>\n";
+  o << "<text x=\"" << kLeft + kPlotW / 2 << "\" y=\"" << fmt(height - 18) << "\" text-anchor=\"middle\">"
     << escape(x_label) << "</text>\n";
   for (size_t k = 0; k < thresholds.size(); ++k) {  // labels alternate right and left: equal targets stay legible
     const Threshold& t = thresholds[k];
-    o << "<line x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight << "\" y1=\"" << fmt(f.py(t.y)) << "\" y2=\""
-      << fmt(f.py(t.y)) << "\" stroke=\"" << t.color << "\" stroke-dasharray=\"2,4\"/>\n<text x=\""
-      << (k % 2 ? kLeft + 4 : kWidth - kRight - 4) << "\" y=\"" << fmt(f.py(t.y) - 4) << "\" text-anchor=\""
-      << (k % 2 ? "start" : "end") << "\" fill=\"" << t.color << "\">" << escape(t.label) << "</text>\n";
+    o << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlotW << "\" y1=\"" << fmt(py(t.y)) << "\" y2=\""
+      << fmt(py(t.y)) << "\" stroke=\"" << t.color << "\" stroke-dasharray=\"2,4\"/>\n<text x=\""
+      << (k % 2 ? kLeft + 4 : kLeft + kPlotW - 4) << "\" y=\"" << fmt(py(t.y) - 4) << "\" text-anchor=\""
+      << (k % 2 ? "start" : "end") << "\" fill=\"" << t.color
+      << "\" stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">" << escape(t.label) << "</text>\n";
   }
-  size_t i = 0;
-  for (const Series& s : series) {
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
     o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
-      << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
-    for (const auto& [x, y] : s.points) o << fmt(f.px(x)) << "," << fmt(f.py(y)) << " ";
+      << (s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"") << " points=\"";
+    for (const auto& [x, y] : s.points) o << fmt(px(x)) << "," << fmt(py(y)) << " ";
     o << "\"/>\n";
     for (const auto& [x, y] : s.points)
-      o << "<circle cx=\"" << fmt(f.px(x)) << "\" cy=\"" << fmt(f.py(y)) << "\" r=\"3\" fill=\"" << s.color << "\"/>\n";
-    legend(o, i++, s.name, s.color, s.dashed);
+      o << "<circle cx=\"" << fmt(px(x)) << "\" cy=\"" << fmt(py(y)) << "\" r=\"3\" fill=\"" << s.color << "\"/>\n";
+    const double y = kTop + 8 + 18 * static_cast<double>(i), x = kLeft + kPlotW + 12;
+    o << "<line x1=\"" << fmt(x) << "\" x2=\"" << fmt(x + 22) << "\" y1=\"" << fmt(y) << "\" y2=\"" << fmt(y)
+      << "\" stroke=\"" << s.color << "\" stroke-width=\"2.5\"" << (s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"")
+      << "/>\n<text x=\"" << fmt(x + 28) << "\" y=\"" << fmt(y + 4) << "\">" << escape(s.name) << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();
 }
 
-std::string bar_chart(const std::string& title, const std::string& y_label, const std::vector<Bar>& bars) {
-  double ymax = 0;
-  for (const Bar& b : bars) {
-    ymax = std::max(ymax, b.value);
-    for (double d : b.dots) ymax = std::max(ymax, d);
-  }
-  const Frame f{Axis(0, std::max<double>(1, static_cast<double>(bars.size()))), Axis(0, ymax * 1.1)};
+std::string bar_chart(const std::string& title, const std::string& x_label, const std::vector<BarGroup>& groups,
+                      const std::vector<LegendEntry>& legend) {
+  double xmax = 0;
+  std::vector<std::string> labels, values;
+  for (const BarGroup& g : groups)
+    for (const Bar& b : g.bars) {
+      xmax = std::max(xmax, b.value);
+      for (double d : b.dots) xmax = std::max(xmax, d);
+      labels.push_back(b.label), values.push_back(b.value_text);
+    }
+  Rows rows(widest(labels), widest(values), 0, Axis(0, xmax * 1.05));
+  std::ostringstream head;
+  rows.top = 40 + legend_rows(head, legend, 10, rows.width() - 20, 40) + 6;
   std::ostringstream o;
-  open_svg(o, title);
-  y_axis(o, f, y_label);
-  const double slot = (kWidth - kLeft - kRight) / std::max<double>(1, static_cast<double>(bars.size()));
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const Bar& b = bars[i];
-    const double x = kLeft + slot * (static_cast<double>(i) + 0.2), w = slot * 0.6;
-    o << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(f.py(b.value)) << "\" width=\"" << fmt(w) << "\" height=\""
-      << fmt(f.py(0) - f.py(b.value)) << "\" fill=\"" << b.color << "\" fill-opacity=\"0.75\"/>\n"
-      << "<text x=\"" << fmt(x + w / 2) << "\" y=\"" << fmt(f.py(b.value) - 5) << "\" text-anchor=\"middle\">"
-      << tick_label(b.value, 0.001) << "</text>\n"
-      << "<text x=\"" << fmt(x + w / 2) << "\" y=\"" << kHeight - kBottom + 16 << "\" text-anchor=\"middle\">"
-      << escape(b.label) << "</text>\n";
-    for (size_t k = 0; k < b.dots.size(); ++k)
-      o << "<circle cx=\"" << fmt(x + w * (0.2 + 0.6 * static_cast<double>(k) / std::max<double>(1, static_cast<double>(b.dots.size()) - 1)))
-        << "\" cy=\"" << fmt(f.py(b.dots[k])) << "\" r=\"4\" fill=\"#222\"/>\n";
+  double y = rows.top;
+  for (const BarGroup& g : groups) {
+    if (!g.title.empty()) {
+      o << "<text x=\"10\" y=\"" << fmt(y + 15) << "\" font-weight=\"bold\">" << escape(g.title) << "</text>\n";
+      y += 22;
+    }
+    for (const Bar& b : g.bars) {
+      const double mid = y + rows.row_h / 2;
+      rows.label(o, mid, b.label);
+      o << "<rect x=\"" << fmt(rows.px(0)) << "\" y=\"" << fmt(mid - 7) << "\" width=\"" << fmt(rows.px(b.value) - rows.px(0))
+        << "\" height=\"14\" fill=\"" << b.color << "\" fill-opacity=\"0.8\"/>\n";
+      double end = b.value;
+      for (double d : b.dots) {
+        o << "<circle cx=\"" << fmt(rows.px(d)) << "\" cy=\"" << fmt(mid) << "\" r=\"3.5\" fill=\"#222\"/>\n";
+        end = std::max(end, d);
+      }
+      if (!b.value_text.empty())
+        o << "<text x=\"" << fmt(rows.px(end) + 8) << "\" y=\"" << fmt(mid + 4) << "\">" << escape(b.value_text) << "</text>\n";
+      y += rows.row_h;
+    }
   }
-  if (std::any_of(bars.begin(), bars.end(), [](const Bar& b) { return !b.dots.empty(); }))
-    o << "<circle cx=\"" << kWidth - kRight + 22 << "\" cy=\"" << kTop + 8 << "\" r=\"4\" fill=\"#222\"/><text x=\""
-      << kWidth - kRight + 40 << "\" y=\"" << kTop + 12 << "\">one run</text>\n";
-  o << "</svg>\n";
-  return o.str();
+  rows.height = y - rows.top;
+  const double height = rows.axis(o, x_label);
+  return assemble(rows.width(), height, title, head.str(), o.str());
 }
 
-std::string stacked_bar_chart(const std::string& title, const std::string& y_label,
+std::string stacked_bar_chart(const std::string& title, const std::string& x_label,
                               const std::vector<std::string>& names, const std::vector<std::string>& colors,
                               const std::vector<Stack>& stacks) {
-  double ymax = 0;
+  double xmax = 0;
+  std::vector<std::string> labels;
   for (const Stack& s : stacks) {
     double total = 0;
     for (double p : s.parts) total += std::max(0.0, p);
-    ymax = std::max(ymax, total);
+    xmax = std::max(xmax, total);
+    labels.push_back(s.label);
   }
-  const Frame f{Axis(0, 1), Axis(0, ymax * 1.05)};
+  Rows rows(widest(labels), 0, 0, Axis(0, xmax * 1.02));
+  std::vector<LegendEntry> legend;
+  for (size_t k = 0; k < names.size() && k < colors.size(); ++k) legend.push_back({names[k], colors[k]});
+  std::ostringstream head;
+  rows.top = 40 + legend_rows(head, legend, 10, rows.width() - 20, 40) + 6;
   std::ostringstream o;
-  open_svg(o, title);
-  y_axis(o, f, y_label);
-  const double slot = (kWidth - kLeft - kRight) / std::max<double>(1, static_cast<double>(stacks.size()));
-  for (size_t i = 0; i < stacks.size(); ++i) {
-    const double x = kLeft + slot * (static_cast<double>(i) + 0.2), w = slot * 0.6;
+  double y = rows.top;
+  for (const Stack& s : stacks) {
+    const double mid = y + rows.row_h / 2;
+    rows.label(o, mid, s.label);
     double base = 0;
-    for (size_t k = 0; k < stacks[i].parts.size() && k < colors.size(); ++k) {
-      const double v = std::max(0.0, stacks[i].parts[k]);
-      o << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(f.py(base + v)) << "\" width=\"" << fmt(w) << "\" height=\""
-        << fmt(f.py(base) - f.py(base + v)) << "\" fill=\"" << colors[k] << "\"/>\n";
+    for (size_t k = 0; k < s.parts.size() && k < colors.size(); ++k) {
+      const double v = std::max(0.0, s.parts[k]);
+      o << "<rect x=\"" << fmt(rows.px(base)) << "\" y=\"" << fmt(mid - 7) << "\" width=\"" << fmt(rows.px(base + v) - rows.px(base))
+        << "\" height=\"14\" fill=\"" << colors[k] << "\"/>\n";
       base += v;
     }
-    o << "<text x=\"" << fmt(x + w / 2) << "\" y=\"" << kHeight - kBottom + 16 << "\" text-anchor=\"middle\">"
-      << escape(stacks[i].label) << "</text>\n";
+    y += rows.row_h;
   }
-  for (size_t k = 0; k < names.size() && k < colors.size(); ++k) {
-    const double y = kTop + 8 + 18 * static_cast<double>(k);
-    o << "<rect x=\"" << kWidth - kRight + 12 << "\" y=\"" << y - 6 << "\" width=\"14\" height=\"12\" fill=\"" << colors[k]
-      << "\"/><text x=\"" << kWidth - kRight + 32 << "\" y=\"" << y + 4 << "\">" << escape(names[k]) << "</text>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
+  rows.height = y - rows.top;
+  const double height = rows.axis(o, x_label);
+  return assemble(rows.width(), height, title, head.str(), o.str());
 }
 
 }  // namespace mrcnn::analysis::svg

@@ -1,6 +1,9 @@
-// Small, dependency-free SVG charts for the report page: a line chart (accuracy over time), a
-// bar chart with the individual runs as dots (score per system), a stacked bar chart (where the
-// time went). Self-contained SVG documents that any browser shows offline.
+// Small, dependency-free SVG charts for the report page: a line chart (accuracy over time),
+// horizontal bar charts with the individual runs as dots (score per system, throughput grouped by
+// accelerator model) and a horizontal stacked bar chart (where the time went). Self-contained SVG
+// documents that any browser shows offline. Every chart sizes itself to its labels and its number
+// of bars and legend entries, so that no two texts overlap at any count (the report's browser test
+// checks the page's text boxes).
 #pragma once
 
 #include <string>
@@ -13,7 +16,7 @@ struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;
   std::string color;
-  bool dashed = false;
+  std::string dash;  // an SVG stroke-dasharray ("5,3"); "" for a solid line
 };
 
 struct Threshold {
@@ -27,6 +30,17 @@ struct Bar {
   double value = 0;
   std::vector<double> dots;  // individual values drawn over the bar
   std::string color;
+  std::string value_text;    // drawn after the bar; "" for none
+};
+
+struct BarGroup {
+  std::string title;  // a heading row above the group's bars; "" for none
+  std::vector<Bar> bars;
+};
+
+struct LegendEntry {
+  std::string name, color;
+  bool dot = false;  // a dot (one run) instead of a colour swatch
 };
 
 struct Stack {
@@ -36,13 +50,19 @@ struct Stack {
 
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
                        const std::vector<Series>& series, const std::vector<Threshold>& thresholds);
-std::string bar_chart(const std::string& title, const std::string& y_label, const std::vector<Bar>& bars);
-std::string stacked_bar_chart(const std::string& title, const std::string& y_label,
+// One bar a row, labels on the left, groups under their headings, the legend under the title.
+std::string bar_chart(const std::string& title, const std::string& x_label, const std::vector<BarGroup>& groups,
+                      const std::vector<LegendEntry>& legend);
+std::string stacked_bar_chart(const std::string& title, const std::string& x_label,
                               const std::vector<std::string>& part_names, const std::vector<std::string>& part_colors,
                               const std::vector<Stack>& stacks);
 
-// A color of a fixed, distinguishable palette.
+// A dash pattern of a fixed list ("" solid first): series of one colour told apart.
+std::string dash_pattern(size_t i);
+// A color of a fixed, distinguishable palette (20 colors, then again).
 std::string palette(size_t i);
+// The width a text takes at the charts' font size, estimated on the safe side.
+double text_width(const std::string& text);
 // Text made safe inside XML/HTML.
 std::string escape(const std::string& text);
 

@@ -1,16 +1,20 @@
 // The LibTorch-free analysis pieces: SHA-256 against the FIPS 180-4 test vectors, Student's t
 // distribution and the RCP reference points against scipy / the official rcp_checker, the audit's
-// verdicts on constructed runs, and the run reader on a damaged metrics file.
+// verdicts on constructed runs, the run reader on a damaged metrics file, `report`'s choice of
+// throughput evidence and its reading of whole results trees, and the charts' sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "benchmark/analysis/audit.h"
 #include "benchmark/analysis/fingerprint.h"
 #include "benchmark/analysis/rcp.h"
+#include "benchmark/analysis/report.h"
 #include "benchmark/analysis/run_record.h"
 #include "benchmark/analysis/sha256.h"
 #include "benchmark/analysis/svg_plot.h"
@@ -189,6 +193,124 @@ TEST(RunRecord, DamagedMetricsLineIsNamed) {
   EXPECT_THROW(read_run(dir.string()), RunReadError);
 }
 
+
+// ---- report --------------------------------------------------------------------------------------
+
+// An MLPerf log of `epochs` epochs of 100 s each, with `events` throughput records (images/s).
+std::string log_text(const std::string& division, int64_t train_samples, int64_t eval_samples, int epochs,
+                     const std::vector<double>& events, const std::string& benchmark = "maskrcnn") {
+  std::string out;
+  double t = 1e12;
+  const auto rec = [&](const std::string& key, const std::string& value, const std::string& meta = "{}") {
+    out += ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(static_cast<int64_t>(t)) +
+           ", \"event_type\": \"POINT_IN_TIME\", \"key\": \"" + key + "\", \"value\": " + value +
+           ", \"metadata\": " + meta + "}\n";
+  };
+  rec("submission_benchmark", "\"" + benchmark + "\"");
+  rec("submission_division", "\"" + division + "\"");
+  rec("global_batch_size", "8");
+  rec("run_start", "null");
+  rec("train_samples", std::to_string(train_samples));
+  rec("eval_samples", std::to_string(eval_samples));
+  for (int e = 1; e <= epochs; ++e) {
+    const std::string meta = "{\"epoch_num\": " + std::to_string(e) + "}";
+    rec("epoch_start", "null", meta);
+    for (double v : events) rec("throughput", std::to_string(v));
+    t += 100000;
+    rec("epoch_stop", "null", meta);
+    rec("eval_accuracy", "{\"BBOX\": 0.4, \"SEGM\": 0.35}", meta);
+  }
+  rec("run_stop", "null", "{\"status\": \"success\"}");
+  return out;
+}
+
+fs::path results_tree(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+void write_result(const fs::path& folder, const std::string& text) {
+  fs::create_directories(folder);
+  std::ofstream(folder / "result_0.txt") << text;
+}
+
+std::map<std::string, const SystemReport*> by_name(const std::vector<SystemReport>& systems) {
+  std::map<std::string, const SystemReport*> out;
+  for (const SystemReport& s : systems) out[s.name] = &s;
+  return out;
+}
+
+TEST(Report, ThroughputComesFromTheBestEvidenceAndNamesTrainSamplesWhereItDisagrees) {
+  const fs::path tree = results_tree("mrcnn_report_throughput");
+  // The log's events (median 150), though train_samples says 4000 images an epoch (40 images/s).
+  write_result(tree / "events" / "maskrcnn", log_text("closed", 4000, 1, 2, {140, 150, 900}));
+  // Closed division without events: 2 epochs of COCO's 117,266 images in 200 s.
+  write_result(tree / "coco" / "maskrcnn", log_text("closed", 40000, 1, 2, {}));
+  // Open division, another dataset: train_samples, which the kept steps confirm (5 x 8 >= 36 > 4 x 8),
+  // and one whose train_samples the steps contradict (10 x 8 an epoch).
+  for (const auto& [name, steps] : {std::pair("agrees", 5), std::pair("contradicted", 10)}) {
+    const fs::path folder = tree / name / "maskrcnn";
+    write_result(folder, log_text("open", 36, 64, 2, {}));
+    fs::create_directories(folder / "runs" / "result_0");
+    std::ofstream metrics(folder / "runs" / "result_0" / "metrics.jsonl");
+    for (int e = 1; e <= 2; ++e)
+      for (int k = 0; k < steps; ++k)
+        metrics << "{\"event\": \"step\", \"step\": 0, \"epoch\": " << e << ", \"loss\": 1, \"lr\": 0.1}\n";
+  }
+  const std::vector<SystemReport> systems = build_report({tree.string()}, {});
+  const auto s = by_name(systems);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s.at("events")->throughput_source, kSourceThroughputEvents);
+  EXPECT_DOUBLE_EQ(*s.at("events")->images_per_s_per_accelerator, 150);
+  EXPECT_NE(s.at("events")->throughput_note.find("train_samples 4000 not used: it gives 0.27x"), std::string::npos)
+      << s.at("events")->throughput_note;
+  EXPECT_EQ(s.at("coco")->throughput_source, kSourceCocoEpochs);
+  EXPECT_DOUBLE_EQ(*s.at("coco")->images_per_s_per_accelerator, 117266.0 / 100);
+  EXPECT_NE(s.at("coco")->throughput_note.find("train_samples 40000 not used"), std::string::npos);
+  EXPECT_EQ(s.at("agrees")->throughput_source, kSourceTrainSamples);
+  EXPECT_DOUBLE_EQ(*s.at("agrees")->images_per_s_per_accelerator, 0.36);
+  EXPECT_EQ(s.at("agrees")->throughput_note, "");
+  EXPECT_EQ(s.at("contradicted")->throughput_source, kSourceSteps);
+  EXPECT_DOUBLE_EQ(*s.at("contradicted")->images_per_s_per_accelerator, 0.8);
+  EXPECT_EQ(s.at("contradicted")->throughput_note, "train_samples 36 not used: it gives 0.45x the figure of the evidence (1 of 1 runs)");
+  EXPECT_NE(s.at("contradicted")->runs[0].throughput.note.find("train_samples 36 is not the 80 images an epoch"), std::string::npos)
+      << s.at("contradicted")->runs[0].throughput.note;
+  // The open division's RCP does not apply, and the table says so; no log of this tree logs scoring.
+  EXPECT_FALSE(s.at("agrees")->rcp_applies());
+  EXPECT_TRUE(s.at("coco")->rcp_applies());
+  const std::string table = format_report_table(systems);
+  EXPECT_NE(table.find("n/a (open)"), std::string::npos) << table;
+  EXPECT_NE(table.find("COCO scoring not logged"), std::string::npos) << table;
+  EXPECT_FALSE(s.at("coco")->mean_time.scoring_total.has_value());
+  fs::remove_all(tree);
+}
+
+TEST(Report, AWholeTreeIsReadForMaskRcnnOnlyAndSameNamesAreTold) {
+  const fs::path tree = results_tree("mrcnn_report_tree");
+  for (const char* round : {"training_results_v2.1", "training_results_v3.0"}) {
+    const fs::path org = tree / round / "Org";
+    write_result(org / "results" / "sys" / "maskrcnn", log_text("closed", 40000, 1, 1, {10}));
+    write_result(org / "results" / "sys" / "bert", "not read\n");
+    write_result(org / "benchmarks" / "maskrcnn" / "implementations", "code, not results\n");
+    std::ofstream(org / "systems" / "sys.json") << "{\"submitter\": \"Org\"}";
+  }
+  const std::vector<SystemReport> systems = build_report({tree.string()}, {});
+  ASSERT_EQ(systems.size(), 2u);
+  EXPECT_EQ(systems[0].label, "sys [mrcnn_report_tree/training_results_v2.1/Org]");
+  EXPECT_EQ(systems[1].label, "sys [mrcnn_report_tree/training_results_v3.0/Org]");
+  // A folder of another benchmark given by name is one clear error.
+  const fs::path bert = tree / "training_results_v3.0" / "Org" / "results" / "sys" / "bert";
+  write_result(bert, log_text("closed", 1, 1, 1, {}, "bert"));
+  try {
+    build_report({bert.string()}, {});
+    FAIL() << "a BERT result must not be reported as Mask R-CNN";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("a result of benchmark 'bert'"), std::string::npos) << e.what();
+  }
+  fs::remove_all(tree);
+}
+
 TEST(Svg, EscapesTextAndDrawsEverySeries) {
   EXPECT_EQ(svg::escape("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
   const std::string chart = svg::line_chart("t <x>", "x", "y", {{"s1", {{0, 0.1}, {1, 0.2}}, "#000"}}, {{0.3, "target", "#555"}});
@@ -196,6 +318,26 @@ TEST(Svg, EscapesTextAndDrawsEverySeries) {
   EXPECT_NE(chart.find("t &lt;x&gt;"), std::string::npos);
   EXPECT_NE(chart.find("<polyline"), std::string::npos);
   EXPECT_NE(chart.find("target"), std::string::npos);
+}
+
+// The charts grow with their rows and legends instead of squeezing labels into each other.
+TEST(Svg, ChartsGrowWithTheirRowsAndLabels) {
+  const auto size = [](const std::string& chart) {
+    const size_t w = chart.find("width=\""), h = chart.find("height=\"");
+    return std::pair(std::stod(chart.substr(w + 7)), std::stod(chart.substr(h + 8)));
+  };
+  std::vector<svg::Bar> bars;
+  for (int i = 0; i < 40; ++i) bars.push_back({.label = "a system named " + std::to_string(i), .value = 1.0 + i, .color = "#000"});
+  const auto [w40, h40] = size(svg::bar_chart("t", "x", {{"", bars}}, {}));
+  bars.resize(4);
+  const auto [w4, h4] = size(svg::bar_chart("t", "x", {{"", bars}}, {}));
+  EXPECT_NEAR(h40 - h4, 36 * 20, 1e-9);  // one 20 px row a bar
+  bars[0].label = std::string(60, 'x');
+  const auto [wide, h] = size(svg::bar_chart("t", "x", {{"", bars}}, {}));
+  EXPECT_NEAR(wide - w4, svg::text_width(bars[0].label) - svg::text_width("a system named 0"), 1e-9);
+  std::vector<svg::Series> series(30, svg::Series{.name = "a run", .points = {{0, 0.1}}, .color = "#000"});
+  EXPECT_GT(size(svg::line_chart("t", "x", "y", series, {})).second, 30 * 18);
+  EXPECT_EQ(svg::text_width("\xc3\xa9t\xc3\xa9"), svg::text_width("ete"));  // characters, not bytes
 }
 
 TEST(Fingerprint, SummaryHoldsNoKeyTheOfficialToolsReadBySubstring) {
