@@ -17,17 +17,22 @@ constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn report RESULTS_DIR
 
 Compares systems from their results: for each system under the folders given (a results tree as
 run_and_time.sh files it, results/<system>/maskrcnn/result_N.txt with runs/result_N/ kept beside
-them, or a submission folder <org>/ with results/ and systems/):
-  the score (the official result_summarizer's olympic mean of the runs' time to train, at most one
-  non-compliant run dropped), the RCP check of ruleset 3.1.0 (the official rcp_checker's verdict)
-  and the RCP-normalized score in the closed division, epochs to converge against the reference,
-  training images/s per accelerator, where the time went (initialisation, training, evaluation
-  inference, the wait for the last score, idle), and the cost of a result when priced.
+them; a submission folder <org>/ with results/ and systems/; or a whole public MLPerf
+training_results_vX.Y checkout, of which only Mask R-CNN is read):
+  submitter, accelerator model and count, nodes and framework; the score (the official
+  result_summarizer's olympic mean of the runs' time to train, at most one non-compliant run
+  dropped) and accelerator-hours; the RCP check of ruleset 3.1.0 (the official rcp_checker's
+  verdict; n/a in the open division) and the RCP-normalized score; epochs to converge against the
+  reference; training images/s per accelerator from the log's best evidence (its throughput
+  events, else the epochs x the real epoch size: 117,266 for COCO, train_samples only where it
+  agrees), the source named; the scaling efficiency against the same submitter's smallest node
+  count; where the time went; and the cost of a result when priced. Systems are grouped by
+  accelerator model.
 
   --json FILE           the report as JSON
-  --html DIR            DIR/index.html with SVG plots (accuracy over time per run against the
-                        targets, score per system with every run, throughput per accelerator,
-                        where the time goes), viewable offline
+  --html DIR            DIR/index.html with SVG plots (score per system with every run, throughput
+                        per accelerator by accelerator model, accuracy over time against the
+                        targets, where the time goes), viewable offline
   --price [SYSTEM=]USD  price per node-hour (repeatable; without SYSTEM= for every system)
   --systems DIR         where systems/<name>.json describe systems without kept run folders
                         (default: systems)
