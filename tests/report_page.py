@@ -5,7 +5,8 @@ check(page, systems) loads the page with a probe script, then asserts that:
   - every number in a table cell (td[data-field]) equals the JSON report's field it names
     (rounded as shown); a missing value is shown as "-" or "not logged";
   - no two text labels of a plot overlap: the bounding boxes of every <text> of each inline SVG,
-    as the browser laid them out, intersect pairwise by no more than half a pixel;
+    as the browser laid them out, intersect pairwise by no more than half a pixel, and every label
+    lies inside its plot (none cut off at an edge);
 and writes a screenshot beside the page (screenshot.png). Returns the probe's findings, or None
 (with the reason printed) where Chromium is not installed.
 """
@@ -23,7 +24,7 @@ window.addEventListener('load', () => {
       const b = t.getBoundingClientRect();
       return {text: t.textContent, x: b.left, y: b.top, w: b.width, h: b.height};
     });
-    return {id: svg.parentElement.id, w: r.width, h: r.height, texts};
+    return {id: svg.parentElement.id, x: r.left, y: r.top, w: r.width, h: r.height, texts};
   });
   const cells = [...document.querySelectorAll('td[data-field]')].map(
       c => ({system: c.dataset.system, field: c.dataset.field, text: c.textContent}));
@@ -79,6 +80,9 @@ def check(page, systems, min_cells_per_system=10):
     for s in got["svgs"]:
         bad = overlaps(s["texts"])
         assert not bad, f"{s['id']}: overlapping labels {bad[:5]}"
+        cut = [t["text"] for t in s["texts"] if t["w"] > 0 and (t["x"] < s["x"] - 1 or t["x"] + t["w"] > s["x"] + s["w"] + 1
+                                                                 or t["y"] < s["y"] - 1 or t["y"] + t["h"] > s["y"] + s["h"] + 1)]
+        assert not cut, f"{s['id']}: labels cut off at the plot's edge: {cut[:5]}"
         labels += len(s["texts"])
     checked = 0
     for c in got["cells"]:
@@ -95,6 +99,6 @@ def check(page, systems, min_cells_per_system=10):
     subprocess.run([browser, *flags, "--window-size=1500,2400", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, text=True, timeout=300)
     assert shot.is_file() and shot.stat().st_size > 10000, "chromium wrote no screenshot"
-    print(f"chromium: the page renders; {len(got['svgs'])} plots, {labels} text labels, none overlapping; "
+    print(f"chromium: the page renders; {len(got['svgs'])} plots, {labels} text labels, none overlapping or cut off; "
           f"{checked} numbers equal the JSON report; screenshot {shot}")
     return got

@@ -1,6 +1,7 @@
 #include "benchmark/analysis/report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -128,14 +129,41 @@ std::string number_text(double v, const char* format = "%.1f") {
   return b;
 }
 
-// metrics.jsonl's steps x the global batch, per epoch trained; empty without kept steps.
+// metrics.jsonl's steps x the global batch in each epoch the log trained (epoch_start and
+// epoch_stop), in epoch order, each step counted once (a resumed run's file repeats steps); empty
+// without kept steps.
 std::vector<int64_t> images_stepped(const RunRecord& r) {
   if (r.steps.empty() || !r.global_batch_size || *r.global_batch_size <= 0) return {};
-  std::map<int64_t, int64_t> steps;
-  for (const StepRecord& s : r.steps) ++steps[s.epoch];
+  std::map<int64_t, std::set<int64_t>> steps;
+  for (const StepRecord& s : r.steps) steps[s.epoch].insert(s.step);
   std::vector<int64_t> out;
-  for (const auto& [epoch, n] : steps) out.push_back(n * *r.global_batch_size);
+  for (const auto& [epoch, ids] : steps)
+    if (const EpochRecord* e = r.epoch(epoch); e && e->start_ms && e->stop_ms)
+      out.push_back(static_cast<int64_t>(ids.size()) * *r.global_batch_size);
   return out;
+}
+
+// train_samples against the evidence used (see Throughput in report.h).
+void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped, double per_epoch_scale, Throughput& t) {
+  if (!r.train_samples || *r.train_samples <= 0 || !t.images_per_s || t.source == kSourceTrainSamples) return;
+  const auto samples = static_cast<double>(*r.train_samples);
+  if (stepped.size() > 1) {  // every epoch but the last is whole: the run may stop inside the last one
+    double whole = 0;
+    bool off = false;
+    for (size_t i = 0; i + 1 < stepped.size(); ++i) {
+      whole += static_cast<double>(stepped[i]) / static_cast<double>(stepped.size() - 1);
+      off = off || std::abs(stepped[i] - *r.train_samples) >= *r.global_batch_size;
+    }
+    if (!off) return;
+    t.train_samples_ratio = samples / whole;
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " is not the " + number_text(whole, "%.0f") +
+             " images an epoch that metrics.jsonl's steps x global_batch_size cover: not used";
+  } else if (stepped.empty() && std::abs(samples * per_epoch_scale / *t.images_per_s - 1) > 0.1) {
+    t.train_samples_ratio = samples * per_epoch_scale / *t.images_per_s;
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " gives " + number_text(samples * per_epoch_scale) +
+             " images/s, " + number_text(*t.train_samples_ratio, "%.2f") + "x the " + number_text(*t.images_per_s) +
+             " from the " + t.source + ": not used";
+  }
 }
 
 // See Throughput in report.h.
@@ -143,32 +171,27 @@ Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) 
   Throughput t;
   if (!r.throughput.empty()) t.images_per_s = median(r.throughput), t.source = kSourceThroughputEvents;
   if (!(training_s > 0) || epochs <= 0) return t;
-  const auto per_epoch = [&](double images) { return images * static_cast<double>(epochs) / training_s; };
-  std::optional<double> from_samples;
-  if (r.train_samples && *r.train_samples > 0) from_samples = per_epoch(static_cast<double>(*r.train_samples));
-  if (!t.images_per_s && (r.division == "closed" || r.eval_samples == kCocoValImages))
-    t.images_per_s = per_epoch(static_cast<double>(kCocoTrainImages)), t.source = kSourceCocoEpochs;
-  if (!t.images_per_s && from_samples) {
-    // The steps cover train_samples images an epoch when it is the epoch's size: within one batch.
-    const std::vector<int64_t> stepped = images_stepped(r);
-    const int64_t batch = r.global_batch_size.value_or(0);
-    const bool contradicted = std::any_of(stepped.begin(), stepped.end(), [&](int64_t n) {
-      return std::abs(n - *r.train_samples) >= batch;
-    });
-    if (!contradicted) return t.images_per_s = from_samples, t.source = kSourceTrainSamples, t;
-    double mean = 0;
-    for (int64_t n : stepped) mean += static_cast<double>(n) / static_cast<double>(stepped.size());
-    t.images_per_s = per_epoch(mean), t.source = kSourceSteps;
-    t.train_samples_ratio = *from_samples / *t.images_per_s;
-    t.note = "train_samples " + std::to_string(*r.train_samples) + " is not the " + number_text(mean, "%.0f") +
-             " images an epoch that metrics.jsonl's steps x global_batch_size cover: not used";
-    return t;
+  const double scale = static_cast<double>(epochs) / training_s;  // images an epoch -> images/s
+  const std::vector<int64_t> stepped = images_stepped(r);
+  const bool coco = r.division == "closed" || r.eval_samples == kCocoValImages;
+  if (!t.images_per_s && !stepped.empty()) {
+    double images = 0;
+    for (int64_t n : stepped) images += static_cast<double>(n);
+    t.images_per_s = images / training_s, t.source = kSourceSteps;
+  } else if (!t.images_per_s && coco) {
+    t.images_per_s = static_cast<double>(kCocoTrainImages) * scale, t.source = kSourceCocoEpochs;
+  } else if (!t.images_per_s && r.train_samples && *r.train_samples > 0) {
+    t.images_per_s = static_cast<double>(*r.train_samples) * scale, t.source = kSourceTrainSamples;
   }
-  if (t.images_per_s && from_samples && std::abs(*from_samples / *t.images_per_s - 1) > 0.1) {
-    t.train_samples_ratio = *from_samples / *t.images_per_s;
-    t.note = "train_samples " + std::to_string(*r.train_samples) + " gives " + number_text(*from_samples) + " images/s, " +
-             number_text(*t.train_samples_ratio, "%.2f") + "x the " + t.source + "' " + number_text(*t.images_per_s) +
-             ": not used";
+  check_train_samples(r, stepped, scale, t);
+  if (t.source == kSourceThroughputEvents && coco && stepped.empty()) {
+    // Events that are not the system's images/s (per device, say) disagree with the epochs' count.
+    const double from_epochs = static_cast<double>(kCocoTrainImages) * scale;
+    if (std::abs(from_epochs / *t.images_per_s - 1) > 0.1) {
+      t.events_ratio = from_epochs / *t.images_per_s;
+      t.note += std::string(t.note.empty() ? "" : "; ") + "the throughput events' " + number_text(*t.images_per_s) +
+                " images/s disagree with the epochs x 117266's " + number_text(from_epochs);
+    }
   }
   return t;
 }
@@ -270,7 +293,7 @@ void profile_stages(SystemReport& s) {
 
 // images/s per accelerator (the runs' median), the sources it came from and train_samples' note.
 void summarize_speed(SystemReport& s) {
-  std::vector<double> speeds, ratios;
+  std::vector<double> speeds, ratios, events;
   std::vector<std::string> sources;
   int disagreeing = 0;
   std::string first;
@@ -282,19 +305,24 @@ void summarize_speed(SystemReport& s) {
     ++disagreeing;
     if (first.empty()) first = t.note;
     if (t.train_samples_ratio) ratios.push_back(*t.train_samples_ratio);
+    if (t.events_ratio) events.push_back(*t.events_ratio);
   }
   if (!speeds.empty()) s.images_per_s_per_accelerator = median(speeds);
   for (const std::string& src : sources) s.throughput_source += (s.throughput_source.empty() ? "" : "; ") + src;
   if (disagreeing == 0) return;
   const std::string runs = " (" + std::to_string(disagreeing) + " of " + std::to_string(s.runs.size()) + " runs)";
-  if (ratios.empty()) {
-    s.throughput_note = first + runs;
-    return;
-  }
-  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-  const std::string range = number_text(*lo, "%.2f") + (*hi - *lo >= 0.005 ? "-" + number_text(*hi, "%.2f") : "");
-  s.throughput_note = "train_samples " + std::to_string(s.runs.front().run.train_samples.value_or(0)) + " not used: it gives " +
-                      range + "x the figure of the evidence" + runs;
+  const auto range = [](const std::vector<double>& v) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return number_text(*lo, "%.2f") + (*hi - *lo >= 0.005 ? "-" + number_text(*hi, "%.2f") : "");
+  };
+  std::vector<std::string> parts;
+  if (!ratios.empty())
+    parts.push_back("train_samples " + std::to_string(s.runs.front().run.train_samples.value_or(0)) + " not used: it gives " +
+                    range(ratios) + "x the figure of the evidence");
+  if (!events.empty()) parts.push_back("epochs x 117266 give " + range(events) + "x the throughput events' figure");
+  if (parts.empty()) parts.push_back(first);
+  for (const std::string& p : parts) s.throughput_note += (s.throughput_note.empty() ? "" : "; ") + p;
+  s.throughput_note += runs;
 }
 
 SystemReport report_system(const fs::path& folder, const std::string& source, const ReportOptions& options) {
@@ -313,8 +341,13 @@ SystemReport report_system(const fs::path& folder, const std::string& source, co
                         .global_batch_size = r.run.global_batch_size.value_or(-1)});
     if (r.epochs_to_converge) epochs.push_back(*r.epochs_to_converge);
     for (auto part : kTimeParts) s.mean_time.*part += r.time.*part / static_cast<double>(s.runs.size());
-    if (r.time.scoring_total)
-      s.mean_time.scoring_total = s.mean_time.scoring_total.value_or(0) + *r.time.scoring_total / static_cast<double>(s.runs.size());
+  }
+  std::vector<double> scoring;  // the mean over the runs that logged it
+  for (const RunSummary& r : s.runs)
+    if (r.time.scoring_total) scoring.push_back(*r.time.scoring_total);
+  if (!scoring.empty()) {
+    s.mean_time.scoring_total = 0;
+    for (double v : scoring) *s.mean_time.scoring_total += v / static_cast<double>(scoring.size());
   }
   s.rcp = rcp_check(rcp_runs);
   profile_stages(s);
@@ -334,37 +367,51 @@ SystemReport report_system(const fs::path& folder, const std::string& source, co
   return s;
 }
 
-// Labels unique over all sources, and the scaling efficiency within each source, submitter,
-// accelerator model and accelerators per node: the same node at different node counts.
-void relate_systems(std::vector<SystemReport>& systems) {
+// The folders between a system's source and its results/ folder: the round and the submitter in a
+// tree of several ("training_results_v3.0/NVIDIA"), "" where the source is the results tree itself.
+std::string location(const SystemReport& s) {
+  const fs::path source = fs::path(s.source).lexically_normal();
+  const fs::path inside = fs::path(s.folder).lexically_normal().lexically_relative(source);
+  const std::vector<fs::path> parts(inside.begin(), inside.end());
+  fs::path where;
+  for (size_t i = 0; i + 3 <= parts.size() && parts[i] != "results"; ++i) where /= parts[i];
+  return where.generic_string();
+}
+
+// Labels unique over all sources: a name two systems share is qualified with the source's name and
+// the location, and numbered where even that is shared.
+void label_systems(std::vector<SystemReport>& systems) {
   std::map<std::string, int> names;
   for (const SystemReport& s : systems) ++names[s.name];
+  std::map<std::string, int> labels;
   for (SystemReport& s : systems) {
-    if (names[s.name] < 2) continue;
-    // The source's name and the folders between it and results/<name>/maskrcnn: the round and
-    // the submitter in a tree of several.
-    const fs::path source = fs::path(s.source).lexically_normal();
-    fs::path where = (source.has_filename() ? source : source.parent_path()).filename();
-    const fs::path inside = fs::path(s.folder).lexically_normal().lexically_relative(source);
-    std::vector<fs::path> parts(inside.begin(), inside.end());
-    for (size_t i = 0; i + 3 <= parts.size() && parts[i] != "results"; ++i) where /= parts[i];
-    s.label = s.name + " [" + where.generic_string() + "]";
+    if (names[s.name] > 1) {
+      const std::string where = location(s);
+      const std::string source = fs::path(s.source).lexically_normal().filename().string();
+      s.label = s.name + " [" + source + (where.empty() ? "" : "/" + where) + "]";
+    }
+    if (const int n = ++labels[s.label]; n > 1) s.label += " #" + std::to_string(n);
   }
-  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<SystemReport*>> groups;
+}
+
+// The scaling efficiency within each source, location, division, submitter, accelerator model and
+// accelerators per node: the same node at other node counts, against the smallest count's fastest.
+void scaling(std::vector<SystemReport>& systems) {
+  using Key = std::tuple<std::string, std::string, std::string, std::string, std::string, int64_t>;
+  std::map<Key, std::vector<SystemReport*>> groups;
   for (SystemReport& s : systems)
     if (s.has_accelerators && s.score_minutes && !s.accelerator_model.empty())
-      groups[{s.source, s.submitter, s.accelerator_model, s.accelerators / s.nodes}].push_back(&s);
+      groups[{s.source, location(s), s.division, s.submitter, model_key(s.accelerator_model), s.accelerators / s.nodes}]
+          .push_back(&s);
   for (auto& [key, members] : groups) {
     const SystemReport* base = nullptr;
     for (const SystemReport* m : members)
-      if (!base || m->accelerators < base->accelerators ||
-          (m->accelerators == base->accelerators && *m->score_minutes < *base->score_minutes))
-        base = m;
-    if (std::all_of(members.begin(), members.end(), [&](const SystemReport* m) { return m->accelerators == base->accelerators; }))
-      continue;
+      if (!base || m->nodes < base->nodes || (m->nodes == base->nodes && *m->score_minutes < *base->score_minutes)) base = m;
+    if (std::all_of(members.begin(), members.end(), [&](const SystemReport* m) { return m->nodes == base->nodes; })) continue;
     for (SystemReport* m : members) {
+      if (m != base && m->nodes == base->nodes) continue;  // another system of the same size: not scaling
       m->scaling_speedup = *base->score_minutes / *m->score_minutes;
-      m->scaling_efficiency = *m->scaling_speedup / (static_cast<double>(m->accelerators) / static_cast<double>(base->accelerators));
+      m->scaling_efficiency = *m->scaling_speedup / (static_cast<double>(m->nodes) / static_cast<double>(base->nodes));
       m->scaling_base = base->label;
     }
   }
@@ -393,32 +440,43 @@ std::vector<SystemReport> build_report(const std::vector<std::string>& paths, co
     std::error_code ec;
     if (!fs::exists(p, ec)) throw ReportError(p + ": does not exist");
     if (!fs::is_directory(p, ec)) throw ReportError(p + ": not a folder (give a results tree or a submission folder)");
+    fs::path root = fs::path(p).lexically_normal();  // "results/sysA/maskrcnn/" names maskrcnn, not ""
+    if (!root.has_filename() && root.has_parent_path()) root = root.parent_path();
     std::vector<fs::path> folders;
-    find_benchmark_folders(p, 0, folders);
+    find_benchmark_folders(root, 0, folders);
     if (folders.empty())
       throw ReportError(p + ": no results found (expected <system>/maskrcnn/result_N.txt, as run_and_time.sh files them, "
                         "or a submission folder with results/)");
     for (const fs::path& f : folders) {
       const std::string key = fs::weakly_canonical(f, ec).string();
-      if (seen.insert(key).second) out.push_back(report_system(f, p, options));
+      if (seen.insert(key).second) out.push_back(report_system(f, root.string(), options));
     }
   }
-  relate_systems(out);
+  label_systems(out);
+  scaling(out);
   return out;
+}
+
+std::string model_key(const std::string& model) {
+  std::string key;
+  for (unsigned char c : model)
+    if (std::isalnum(c)) key += static_cast<char>(std::tolower(c));
+  return key;
 }
 
 std::vector<const SystemReport*> comparison_order(const std::vector<SystemReport>& systems) {
   constexpr double kNone = std::numeric_limits<double>::infinity();
-  std::map<std::string, double> best;  // accelerator model -> its best score
+  std::map<std::string, double> best;  // accelerator model key -> its best score
   for (const SystemReport& s : systems) {
-    auto [it, added] = best.emplace(s.accelerator_model, kNone);
+    auto [it, added] = best.emplace(model_key(s.accelerator_model), kNone);
     it->second = std::min(it->second, s.score_minutes.value_or(kNone));
   }
   std::vector<const SystemReport*> out;
   for (const SystemReport& s : systems) out.push_back(&s);
   std::stable_sort(out.begin(), out.end(), [&](const SystemReport* a, const SystemReport* b) {
     const auto key = [&](const SystemReport* s) {
-      return std::tuple(best[s->accelerator_model], s->accelerator_model, s->score_minutes.value_or(kNone), s->label);
+      const std::string model = model_key(s->accelerator_model);
+      return std::tuple(best[model], model, s->score_minutes.value_or(kNone), s->label);
     };
     return key(a) < key(b);
   });
@@ -454,7 +512,7 @@ std::string short_source(const std::string& source) {
   if (source == kSourceThroughputEvents) return "log events";
   if (source == kSourceCocoEpochs) return "117266/epoch";
   if (source == kSourceTrainSamples) return "train_samples";
-  if (source == kSourceSteps) return "steps";
+  if (source == kSourceSteps) return "steps x batch";
   return source.empty() ? "-" : "mixed";
 }
 
@@ -517,8 +575,10 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
   std::string model = "\x01";
   for (const SystemReport* p : comparison_order(systems)) {
     const SystemReport& s = *p;
-    if (s.accelerator_model != model)
-      model = s.accelerator_model, rows.push_back({"-- " + (model.empty() ? std::string("accelerator not described") : model)});
+    if (model_key(s.accelerator_model) != model) {
+      model = model_key(s.accelerator_model);
+      rows.push_back({"-- " + (s.accelerator_model.empty() ? std::string("accelerator not described") : s.accelerator_model)});
+    }
     const std::string epochs = opt(s.mean_epochs_to_converge, "%.2f") + " (" + (s.rcp.has_rcp ? opt(s.rcp.rcp.mean, "%.2f") : "-") + ")";
     rows.push_back({s.submitter.empty() ? "-" : s.submitter, s.label, std::to_string(s.accelerators), std::to_string(s.nodes),
                     s.division.empty() ? "-" : s.division, std::to_string(s.runs.size()), std::to_string(s.dropped),
@@ -529,9 +589,10 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
   std::ostringstream o;
   o << aligned(rows, right)
     << "\nsource of img/s: log events = the log's throughput events (median); 117266/epoch = epochs x COCO train2017's "
-       "117,266 images over the training time; train_samples = epochs x train_samples over the training time; steps = "
-       "epochs x metrics.jsonl's steps x global batch over the training time.\n"
-       "scaling: speedup over the same submitter's smallest system of the same accelerator, against linear.\n";
+       "117,266 images over the training time; train_samples = epochs x train_samples over the training time; steps x batch = "
+       "metrics.jsonl's steps x the global batch over the training time.\n"
+       "scaling: the speedup over the smallest node count of the same node (submitter, accelerator model and count "
+       "a node, division, round), against linear.\n";
   for (const SystemReport* s : comparison_order(systems)) system_details(o, *s);
   return o.str();
 }

@@ -45,25 +45,30 @@ struct TimeBreakdown {  // seconds
   std::optional<double> scoring_total;
 };
 
-// Training images/s of a run, from the best evidence its log holds, in this order:
+// Training images/s of a run, from the best evidence it left, in this order:
 //   1. the log's own `throughput` events (NVIDIA's harness logs them): their median;
-//   2. the epochs trained x the real epoch size over the training time (the epochs' start to stop):
-//      COCO train2017's 117,266 images where the log is of the closed division (whose rules fix the
-//      dataset) or says it validated on COCO val2017 (eval_samples 5000; NVIDIA's harness logs 1),
-//      else train_samples when nothing contradicts it (metrics.jsonl's steps x the global batch
-//      cover train_samples images an epoch, within one batch), else those steps x the global batch.
-// `train_samples` counts only where it agrees with that evidence (within 10 %): NVIDIA's harness
-// logs 40000 or 20000 while every epoch is the whole training set. A disagreement is the note.
+//   2. the images metrics.jsonl's steps x the global batch cover in the epochs trained, over the
+//      training time (the epochs' start to stop): this project's own runs, a partial last epoch
+//      included as far as it went;
+//   3. the epochs trained x COCO train2017's 117,266 images over the training time, where the log
+//      is of the closed division (whose rules fix the dataset) or validated on COCO val2017
+//      (eval_samples 5000; NVIDIA's harness logs 1);
+//   4. the epochs trained x train_samples over the training time.
+// `train_samples` is checked against the evidence used: the kept steps of every whole epoch
+// (within one batch), else the figure (within 10 %). NVIDIA's harness logs 40000 or 20000 while
+// every epoch is the whole training set; a disagreement is the note. Events are checked against
+// epochs x 117,266 where the log is COCO's and no steps were kept.
 struct Throughput {
   std::optional<double> images_per_s;  // whole system
   std::string source;                  // one of the kSource* below; "" when no evidence
-  std::string note;                    // train_samples' disagreement, "" when none
-  std::optional<double> train_samples_ratio;  // the figure train_samples gives / the one used, when they disagree
+  std::string note;                    // the disagreements, "" when none
+  std::optional<double> train_samples_ratio;  // what train_samples gives / the evidence, when they disagree
+  std::optional<double> events_ratio;         // epochs x 117266 / the events, when they disagree
 };
 inline constexpr const char* kSourceThroughputEvents = "throughput events";
 inline constexpr const char* kSourceCocoEpochs = "epochs x 117266 (COCO train2017)";
 inline constexpr const char* kSourceTrainSamples = "epochs x train_samples";
-inline constexpr const char* kSourceSteps = "epochs x steps x global_batch_size (metrics.jsonl)";
+inline constexpr const char* kSourceSteps = "steps x global_batch_size (metrics.jsonl)";
 inline constexpr int64_t kCocoTrainImages = 117266;  // train2017 images with a usable annotation
 inline constexpr int64_t kCocoValImages = 5000;
 
@@ -121,6 +126,10 @@ struct ReportError : std::runtime_error {
 
 // Finds every system under `paths` and reports it; throws ReportError when a path holds none.
 std::vector<SystemReport> build_report(const std::vector<std::string>& paths, const ReportOptions& options);
+
+// An accelerator model as a group key: lower case, letters and digits only, so that submitters'
+// spellings of one part ("A100-PCIe-80GB", "A100-PCIE-80GB") fall in one group.
+std::string model_key(const std::string& model);
 
 // The systems in the order a comparison reads them: grouped by accelerator model (models in order
 // of their best score), by score within a group, systems without a score last.

@@ -23,11 +23,11 @@ training_results_vX.Y checkout, of which only Mask R-CNN is read):
   result_summarizer's olympic mean of the runs' time to train, at most one non-compliant run
   dropped) and accelerator-hours; the RCP check of ruleset 3.1.0 (the official rcp_checker's
   verdict; n/a in the open division) and the RCP-normalized score; epochs to converge against the
-  reference; training images/s per accelerator from the log's best evidence (its throughput
-  events, else the epochs x the real epoch size: 117,266 for COCO, train_samples only where it
-  agrees), the source named; the scaling efficiency against the same submitter's smallest node
-  count; where the time went; and the cost of a result when priced. Systems are grouped by
-  accelerator model.
+  reference; training images/s per accelerator from the best evidence (the log's throughput
+  events, else the images the kept steps cover, else the epochs x the real epoch size: 117,266
+  for COCO, train_samples elsewhere), the source named and a disagreeing train_samples noted; the
+  scaling efficiency of one node at several node counts; where the time went; and the cost of a
+  result when priced. Systems are grouped by accelerator model.
 
   --json FILE           the report as JSON
   --html DIR            DIR/index.html with SVG plots (score per system with every run, throughput

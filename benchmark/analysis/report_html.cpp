@@ -59,18 +59,18 @@ struct Plots {
   }
 };
 
-// One colour per accelerator model, in the order the comparison reads them.
+// One colour per accelerator model (model_key), in the order the comparison reads them.
 struct ModelColors {
-  std::map<std::string, std::string> color;
-  std::vector<svg::LegendEntry> legend;  // in that order
+  std::map<std::string, std::string> by_key;
+  std::vector<svg::LegendEntry> legend;  // in that order, each model as its first system spells it
   explicit ModelColors(const std::vector<const SystemReport*>& order) {
     for (const SystemReport* s : order)
-      if (!color.contains(s->accelerator_model)) {
-        color[s->accelerator_model] = svg::palette(color.size());
-        legend.push_back({s->accelerator_model.empty() ? "accelerator not described" : s->accelerator_model,
-                          color[s->accelerator_model]});
+      if (const std::string key = model_key(s->accelerator_model); !by_key.contains(key)) {
+        by_key[key] = svg::palette(by_key.size());
+        legend.push_back({s->accelerator_model.empty() ? "accelerator not described" : s->accelerator_model, by_key[key]});
       }
   }
+  const std::string& of(const SystemReport& s) const { return by_key.at(model_key(s.accelerator_model)); }
 };
 
 std::string model_name(const std::string& model) { return model.empty() ? "accelerator not described" : model; }
@@ -112,8 +112,7 @@ void accuracy_series(const RunSummary& r, const std::string& name, const std::st
 }
 
 void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& order) {
-  const ModelColors models(order);
-  const auto& colors = models.color;
+  const ModelColors colors(order);
   std::vector<const SystemReport*> by_score = order;
   std::stable_sort(by_score.begin(), by_score.end(), [](const SystemReport* a, const SystemReport* b) {
     return a->score_minutes.value_or(1e300) < b->score_minutes.value_or(1e300);
@@ -124,30 +123,34 @@ void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& orde
     for (const RunSummary& r : s->runs)
       if (r.minutes) dots.push_back(*r.minutes);
     scores.bars.push_back({.label = plot_label(*s), .value = s->score_minutes.value_or(0), .dots = dots,
-                           .color = colors.at(s->accelerator_model),
+                           .color = colors.of(*s),
                            .value_text = s->score_minutes ? number(*s->score_minutes, "%.2f") : "no score"});
   }
-  std::vector<svg::LegendEntry> score_legend = models.legend;
+  std::vector<svg::LegendEntry> score_legend = colors.legend;
   score_legend.push_back({"one run", "#222", true});
   plots.add("score.svg", svg::bar_chart("score: olympic mean time to train (shorter is better)", "minutes", {scores}, score_legend));
 
   std::vector<svg::BarGroup> speed;  // grouped by accelerator model, fastest first within a group
+  std::string group = "\x01";
   for (const SystemReport* s : order) {
-    if (speed.empty() || speed.back().title != model_name(s->accelerator_model)) speed.push_back({model_name(s->accelerator_model), {}});
+    if (model_key(s->accelerator_model) != group)
+      group = model_key(s->accelerator_model), speed.push_back({model_name(s->accelerator_model), {}});
     const auto& v = s->images_per_s_per_accelerator;
-    speed.back().bars.push_back({.label = plot_label(*s), .value = v.value_or(0), .color = colors.at(s->accelerator_model),
+    speed.back().bars.push_back({.label = plot_label(*s), .value = v.value_or(0), .color = colors.of(*s),
                                  .value_text = v ? number(*v, "%.1f") : kNotLogged});
   }
   for (svg::BarGroup& g : speed)
     std::stable_sort(g.bars.begin(), g.bars.end(), [](const svg::Bar& a, const svg::Bar& b) { return a.value > b.value; });
   plots.add("throughput.svg", svg::bar_chart("training throughput per accelerator", "images/s per accelerator", speed, {}));
 
-  std::vector<svg::Series> box, mask;  // systems of one accelerator model: one colour, each its own dashes
+  // Systems of one accelerator model: one hue, each its own dashes, then a lighter shade.
+  std::vector<svg::Series> box, mask;
   std::map<std::string, size_t> seen;
   for (const SystemReport* s : order)
-    if (const RunSummary* r = representative(*s))
-      accuracy_series(*r, plot_label(*s), colors.at(s->accelerator_model), svg::dash_pattern(seen[s->accelerator_model]++),
-                      &box, &mask);
+    if (const RunSummary* r = representative(*s)) {
+      const size_t k = seen[model_key(s->accelerator_model)]++;
+      accuracy_series(*r, plot_label(*s), svg::shade(colors.of(*s), k / svg::kDashPatterns), svg::dash_pattern(k), &box, &mask);
+    }
   const SystemReport& any = *order.front();
   plots.add("accuracy_box.svg", svg::line_chart("box AP over time, one run per system", "minutes since run_start", "COCO box AP",
                                                 box, {{any.target_bbox, "box target", "#555"}}));
@@ -164,8 +167,7 @@ void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& orde
 }
 
 void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>& order) {
-  const ModelColors models(order);
-  const auto& colors = models.color;
+  const ModelColors colors(order);
   o << "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>submitter</th><th>system</th><th>accelerators</th><th>nodes</th>"
     << "<th>framework</th><th>division</th><th>runs</th><th>dropped</th><th>score (min)</th><th>accelerator-hours</th>"
     << "<th>RCP check</th><th>epochs to converge</th><th>RCP mean epochs</th><th>images/s per accelerator</th>"
@@ -173,10 +175,10 @@ void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>
   std::string model = "\x01";
   for (const SystemReport* p : order) {
     const SystemReport& s = *p;
-    if (s.accelerator_model != model) {
-      model = s.accelerator_model;
-      o << "<tr class=\"group\"><th colspan=\"17\"><span class=\"swatch\" style=\"background:" << colors.at(model)
-        << "\"></span>" << svg::escape(model_name(model)) << "</th></tr>\n";
+    if (model_key(s.accelerator_model) != model) {
+      model = model_key(s.accelerator_model);
+      o << "<tr class=\"group\"><th colspan=\"17\"><span class=\"swatch\" style=\"background:" << colors.of(s)
+        << "\"></span>" << svg::escape(model_name(s.accelerator_model)) << "</th></tr>\n";
     }
     const char* rcp_class = !s.rcp_applies() ? "na" : s.rcp.passed ? "pass" : "fail";
     const std::string rcp = !s.rcp_applies() ? "n/a (open division)" : (s.rcp.passed ? "pass: " : "fail: ") + s.rcp.message;
@@ -292,9 +294,11 @@ std::string write_report_html(const std::vector<SystemReport>& systems, const st
     << "train (a run failing the compliance check dropped, at most one). RCP: the official rcp_checker's verdict with "
     << "the pruned reference points; it decides closed-division results only (n/a in the open division). "
     << "Images/s per accelerator: the median over the runs, from the log's own throughput events where it has them, "
-    << "else the epochs trained times the real epoch size (COCO train2017's 117,266 images) over the training time; "
-    << "train_samples counts only where it agrees. Scaling efficiency: the speedup over the same submitter's smallest "
-    << "system of the same accelerator, against linear. Systems are grouped and coloured by accelerator model.</p>\n";
+    << "else the images the kept steps cover (this project's runs), else the epochs trained times the real epoch size "
+    << "over the training time: COCO train2017's 117,266 images in the closed division, train_samples elsewhere; a "
+    << "train_samples that disagrees with the evidence is noted. Scaling efficiency: the speedup over the smallest node "
+    << "count of the same node (submitter, accelerator model and count a node, division, round), against linear. "
+    << "Systems are grouped and coloured by accelerator model.</p>\n";
   summary_table(o, order);
   o << plots.figure("score.svg", "score per system, sorted; dots: the individual runs")
     << plots.figure("throughput.svg", "training images/s per accelerator, grouped by accelerator model")

@@ -88,6 +88,9 @@ struct Rows {
   }
 };
 
+// The width a chart needs for its title (15 px, centred) with a margin each side.
+double title_width(const std::string& title) { return text_width(title) * 15 / kFont + 20; }
+
 double widest(const std::vector<std::string>& texts) {
   double w = 0;
   for (const std::string& t : texts) w = std::max(w, text_width(t));
@@ -99,7 +102,7 @@ double widest(const std::vector<std::string>& texts) {
 std::string assemble(double width, double height, const std::string& title, const std::string& legend_svg,
                      const std::string& body) {
   std::ostringstream o;
-  open_svg(o, width, height, title);
+  open_svg(o, std::max(width, title_width(title)), height, title);
   o << legend_svg << body << "</svg>\n";
   return o.str();
 }
@@ -114,8 +117,21 @@ std::string palette(size_t i) {
 }
 
 std::string dash_pattern(size_t i) {
-  static const char* kDashes[] = {"", "6,3", "2,3", "9,3,2,3", "12,4", "4,2,1,2"};
-  return kDashes[i % (sizeof kDashes / sizeof *kDashes)];
+  static const char* kDashes[kDashPatterns] = {"", "6,3", "2,3", "9,3,2,3", "12,4", "4,2,1,2"};
+  return kDashes[i % kDashPatterns];
+}
+
+std::string shade(const std::string& color, size_t step) {
+  if (color.size() != 7 || color[0] != '#' || step == 0) return color;
+  const double mix = 0.25 * static_cast<double>(std::min<size_t>(step, 3));
+  char out[8];
+  int rgb[3];
+  for (int k = 0; k < 3; ++k) {
+    const int v = std::stoi(color.substr(1 + 2 * k, 2), nullptr, 16);
+    rgb[k] = static_cast<int>(std::lround(v + (255 - v) * mix));
+  }
+  std::snprintf(out, sizeof out, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+  return out;
 }
 
 double text_width(const std::string& text) {
@@ -154,7 +170,7 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   for (const Series& s : series) names.push_back(s.name);
   // The legend holds one row per series on the right: it sets the chart's height and right margin.
   constexpr double kLeft = 70, kTop = 40, kBottom = 60, kPlotW = 480;
-  const double right = 40 + widest(names), width = kLeft + kPlotW + right;
+  const double right = 40 + widest(names), width = std::max(kLeft + kPlotW + right, title_width(title));
   const double height = std::max(380.0, kTop + 18 * static_cast<double>(series.size()) + kBottom);
   const Axis ax(xmin, xmax), ay(ymin, ymax * 1.05);
   const auto px = [&](double v) { return ax.at(v, kLeft, kLeft + kPlotW); };

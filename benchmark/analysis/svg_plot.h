@@ -58,7 +58,10 @@ std::string stacked_bar_chart(const std::string& title, const std::string& x_lab
                               const std::vector<Stack>& stacks);
 
 // A dash pattern of a fixed list ("" solid first): series of one colour told apart.
+inline constexpr size_t kDashPatterns = 6;
 std::string dash_pattern(size_t i);
+// A "#rrggbb" colour mixed with white: step 0 is the colour, each step 25 % lighter (at most 75 %).
+std::string shade(const std::string& color, size_t step);
 // A color of a fixed, distinguishable palette (20 colors, then again).
 std::string palette(size_t i);
 // The width a text takes at the charts' font size, estimated on the safe side.

@@ -105,7 +105,10 @@ def main():
             passed, msg = official_rcp(results / name / "maskrcnn", tmp)
             assert (s["rcp"]["passed"], s["rcp"]["message"]) == (passed, msg), (name, s["rcp"], passed, msg)
             assert s["accelerators"] == 1 and not s["has_accelerators"], s
+            # the harness's own runs: the images their kept steps cover, train_samples agreeing
             assert s["images_per_s_per_accelerator"] > 0, s
+            assert s["throughput_source"] == "steps x global_batch_size (metrics.jsonl)", s["throughput_source"]
+            assert s["throughput_note"] == "", s["throughput_note"]
             for r in s["runs"]:
                 t = r["time"]
                 parts = t["training_s"] + t["eval_inference_s"] + t["final_scoring_wait_s"] + t["idle_s"]

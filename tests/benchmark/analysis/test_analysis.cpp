@@ -243,41 +243,54 @@ std::map<std::string, const SystemReport*> by_name(const std::vector<SystemRepor
 
 TEST(Report, ThroughputComesFromTheBestEvidenceAndNamesTrainSamplesWhereItDisagrees) {
   const fs::path tree = results_tree("mrcnn_report_throughput");
-  // The log's events (median 150), though train_samples says 4000 images an epoch (40 images/s).
+  // The log's events (median 150), though train_samples says 4000 images an epoch (40 images/s)
+  // and 2 epochs of COCO's 117,266 images in 200 s say 1172.66.
   write_result(tree / "events" / "maskrcnn", log_text("closed", 4000, 1, 2, {140, 150, 900}));
-  // Closed division without events: 2 epochs of COCO's 117,266 images in 200 s.
+  // Closed division without events or steps: 2 epochs of COCO's 117,266 images in 200 s; so too
+  // an open-division log validated on val2017's 5000 images.
   write_result(tree / "coco" / "maskrcnn", log_text("closed", 40000, 1, 2, {}));
-  // Open division, another dataset: train_samples, which the kept steps confirm (5 x 8 >= 36 > 4 x 8),
-  // and one whose train_samples the steps contradict (10 x 8 an epoch).
-  for (const auto& [name, steps] : {std::pair("agrees", 5), std::pair("contradicted", 10)}) {
+  write_result(tree / "val2017" / "maskrcnn", log_text("open", 117266, 5000, 2, {}));
+  // Another dataset with nothing but train_samples.
+  write_result(tree / "samples" / "maskrcnn", log_text("open", 36, 64, 2, {}));
+  // Kept steps (global batch 8): a whole first epoch of 5 steps (40 images, train_samples 36 within
+  // a batch) and a last one the run stopped after 2 steps; and a run whose train_samples the steps
+  // contradict (10 steps an epoch, 80 images).
+  for (const auto& [name, steps] : {std::pair("stopped", std::pair(5, 2)), std::pair("contradicted", std::pair(10, 10))}) {
     const fs::path folder = tree / name / "maskrcnn";
     write_result(folder, log_text("open", 36, 64, 2, {}));
     fs::create_directories(folder / "runs" / "result_0");
     std::ofstream metrics(folder / "runs" / "result_0" / "metrics.jsonl");
     for (int e = 1; e <= 2; ++e)
-      for (int k = 0; k < steps; ++k)
-        metrics << "{\"event\": \"step\", \"step\": 0, \"epoch\": " << e << ", \"loss\": 1, \"lr\": 0.1}\n";
+      for (int k = 0; k < (e == 1 ? steps.first : steps.second); ++k)
+        metrics << "{\"event\": \"step\", \"step\": " << 100 * e + k << ", \"epoch\": " << e << ", \"loss\": 1, \"lr\": 0.1}\n";
   }
   const std::vector<SystemReport> systems = build_report({tree.string()}, {});
   const auto s = by_name(systems);
-  ASSERT_EQ(s.size(), 4u);
+  ASSERT_EQ(s.size(), 6u);
   EXPECT_EQ(s.at("events")->throughput_source, kSourceThroughputEvents);
   EXPECT_DOUBLE_EQ(*s.at("events")->images_per_s_per_accelerator, 150);
-  EXPECT_NE(s.at("events")->throughput_note.find("train_samples 4000 not used: it gives 0.27x"), std::string::npos)
-      << s.at("events")->throughput_note;
+  EXPECT_EQ(s.at("events")->throughput_note,
+            "train_samples 4000 not used: it gives 0.27x the figure of the evidence; epochs x 117266 give 7.82x the "
+            "throughput events' figure (1 of 1 runs)");
   EXPECT_EQ(s.at("coco")->throughput_source, kSourceCocoEpochs);
   EXPECT_DOUBLE_EQ(*s.at("coco")->images_per_s_per_accelerator, 117266.0 / 100);
-  EXPECT_NE(s.at("coco")->throughput_note.find("train_samples 40000 not used"), std::string::npos);
-  EXPECT_EQ(s.at("agrees")->throughput_source, kSourceTrainSamples);
-  EXPECT_DOUBLE_EQ(*s.at("agrees")->images_per_s_per_accelerator, 0.36);
-  EXPECT_EQ(s.at("agrees")->throughput_note, "");
+  EXPECT_NE(s.at("coco")->throughput_note.find("train_samples 40000 not used: it gives 0.34x"), std::string::npos)
+      << s.at("coco")->throughput_note;
+  EXPECT_EQ(s.at("val2017")->throughput_source, kSourceCocoEpochs);
+  EXPECT_EQ(s.at("val2017")->throughput_note, "");
+  EXPECT_EQ(s.at("samples")->throughput_source, kSourceTrainSamples);
+  EXPECT_DOUBLE_EQ(*s.at("samples")->images_per_s_per_accelerator, 0.36);
+  // The stopped run: 7 steps x 8 images over 200 s; its partial last epoch is no contradiction.
+  EXPECT_EQ(s.at("stopped")->throughput_source, kSourceSteps);
+  EXPECT_DOUBLE_EQ(*s.at("stopped")->images_per_s_per_accelerator, 0.28);
+  EXPECT_EQ(s.at("stopped")->throughput_note, "");
   EXPECT_EQ(s.at("contradicted")->throughput_source, kSourceSteps);
   EXPECT_DOUBLE_EQ(*s.at("contradicted")->images_per_s_per_accelerator, 0.8);
   EXPECT_EQ(s.at("contradicted")->throughput_note, "train_samples 36 not used: it gives 0.45x the figure of the evidence (1 of 1 runs)");
   EXPECT_NE(s.at("contradicted")->runs[0].throughput.note.find("train_samples 36 is not the 80 images an epoch"), std::string::npos)
       << s.at("contradicted")->runs[0].throughput.note;
   // The open division's RCP does not apply, and the table says so; no log of this tree logs scoring.
-  EXPECT_FALSE(s.at("agrees")->rcp_applies());
+  EXPECT_FALSE(s.at("samples")->rcp_applies());
   EXPECT_TRUE(s.at("coco")->rcp_applies());
   const std::string table = format_report_table(systems);
   EXPECT_NE(table.find("n/a (open)"), std::string::npos) << table;
@@ -299,6 +312,13 @@ TEST(Report, AWholeTreeIsReadForMaskRcnnOnlyAndSameNamesAreTold) {
   ASSERT_EQ(systems.size(), 2u);
   EXPECT_EQ(systems[0].label, "sys [mrcnn_report_tree/training_results_v2.1/Org]");
   EXPECT_EQ(systems[1].label, "sys [mrcnn_report_tree/training_results_v3.0/Org]");
+  // Two results trees holding one name: labels stay unique; a trailing slash names the system.
+  const fs::path a = tree / "training_results_v2.1" / "Org" / "results", b = tree / "training_results_v3.0" / "Org" / "results";
+  const std::vector<SystemReport> two = build_report({a.string(), b.string() + "/", (a / "sys" / "maskrcnn").string() + "/"}, {});
+  ASSERT_EQ(two.size(), 2u);  // the third path is the first system again
+  EXPECT_EQ(two[0].name, "sys");
+  EXPECT_EQ(two[0].label, "sys [results]");
+  EXPECT_EQ(two[1].label, "sys [results] #2");
   // A folder of another benchmark given by name is one clear error.
   const fs::path bert = tree / "training_results_v3.0" / "Org" / "results" / "sys" / "bert";
   write_result(bert, log_text("closed", 1, 1, 1, {}, "bert"));
