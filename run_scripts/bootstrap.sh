@@ -58,8 +58,12 @@ if [[ "${MRCNN_SKIP_APT:-0}" != 1 ]]; then
     say "installing Debian packages: ${missing[*]}"
     sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
     export DEBIAN_FRONTEND=noninteractive
+    t0=$(date +%s)
     $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # One line a package downloaded and a package set up: progress without apt's full output.
+    $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" |
+      awk '/^(Get:|Setting up )/ { print "[bootstrap]   " $0 > "/dev/stderr"; fflush("/dev/stderr") }'
+    say "Debian packages installed in $(( $(date +%s) - t0 )) s"
   fi
 fi
 
@@ -69,11 +73,18 @@ stamp="$venv/.mrcnn-requirements.sha256"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
   say "python environment up to date ($venv)"
 else
-  say "creating python environment in $venv (torch + CUDA wheels: a few GB the first time)"
+  say "creating python environment in $venv (torch + CUDA wheels: about 3 GB to download the first time)"
+  t0=$(date +%s)
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q --progress-bar off -r "$req"
+  if [[ -t 2 ]]; then  # a terminal: pip's own progress bars
+    "$venv/bin/python" -m pip install -r "$req" 1>&2
+  else                 # a log: one line a package collected, downloaded (with its size) and installed
+    "$venv/bin/python" -m pip install --progress-bar off -r "$req" |
+      awk '/^(Collecting|Downloading|  Downloading|Installing|Successfully)/ { sub(/^ +/, ""); print "[bootstrap]   " $0 > "/dev/stderr"; fflush("/dev/stderr") }'
+  fi
   echo "$want" >"$stamp"
+  say "python environment installed in $(( $(date +%s) - t0 )) s"
 fi
 
 if [[ "$torch_profile" == volta ]] &&

@@ -21,7 +21,7 @@ test_jobs="${MRCNN_TEST_JOBS:-$(nproc)}"
 
 start=$(date +%s)
 bash run_scripts/bootstrap.sh
-cmake -S . -B "$build" -G Ninja -DMRCNN_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+bash run_scripts/configure_build.sh "$build"   # demo.sh's flags: its objects are reused
 cmake --build "$build" -j "$jobs"
 built=$(date +%s)
 echo "[test] build took $((built - start)) s"
