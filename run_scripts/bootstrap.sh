@@ -61,7 +61,10 @@ if [[ "${MRCNN_SKIP_APT:-0}" != 1 ]]; then
     t0=$(date +%s)
     $sudo apt-get update -qq
     # One line a package downloaded and a package set up: progress without apt's full output.
-    $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" |
+    # Its errors still show; debconf's "delaying package configuration, since apt-utils is not
+    # installed" (nothing to act on: the packages are configured all the same) does not.
+    $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" \
+        2> >(grep -v '^debconf: delaying package configuration' >&2) |
       awk '/^(Get:|Setting up )/ { print "[bootstrap]   " $0 > "/dev/stderr"; fflush("/dev/stderr") }'
     say "Debian packages installed in $(( $(date +%s) - t0 )) s"
   fi
