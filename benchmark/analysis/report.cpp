@@ -123,12 +123,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-std::string number_text(double v, const char* format = "%.1f") {
-  char b[64];
-  std::snprintf(b, sizeof b, format, v);
-  return b;
-}
-
 // metrics.jsonl's steps x the global batch in each epoch the log trained (epoch_start and
 // epoch_stop), in epoch order, each step counted once (a resumed run's file repeats steps); empty
 // without kept steps.
@@ -156,12 +150,13 @@ void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped
     }
     if (!off) return;
     t.train_samples_ratio = samples / whole;
-    t.note = "train_samples " + std::to_string(*r.train_samples) + " is not the " + number_text(whole, "%.0f") +
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " is not the " + format_number(whole, "%.0f") +
              " images an epoch that metrics.jsonl's steps x global_batch_size cover: not used";
   } else if (stepped.empty() && std::abs(samples * per_epoch_scale / *t.images_per_s - 1) > 0.1) {
     t.train_samples_ratio = samples * per_epoch_scale / *t.images_per_s;
-    t.note = "train_samples " + std::to_string(*r.train_samples) + " gives " + number_text(samples * per_epoch_scale) +
-             " images/s, " + number_text(*t.train_samples_ratio, "%.2f") + "x the " + number_text(*t.images_per_s) +
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " gives " +
+             format_number(samples * per_epoch_scale, "%.1f") + " images/s, " +
+             format_number(*t.train_samples_ratio, "%.2f") + "x the " + format_number(*t.images_per_s, "%.1f") +
              " from the " + t.source + ": not used";
   }
 }
@@ -189,8 +184,8 @@ Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) 
     const double from_epochs = static_cast<double>(kCocoTrainImages) * scale;
     if (std::abs(from_epochs / *t.images_per_s - 1) > 0.1) {
       t.events_ratio = from_epochs / *t.images_per_s;
-      t.note += std::string(t.note.empty() ? "" : "; ") + "the throughput events' " + number_text(*t.images_per_s) +
-                " images/s disagree with the epochs x 117266's " + number_text(from_epochs);
+      t.note += std::string(t.note.empty() ? "" : "; ") + "the throughput events' " + format_number(*t.images_per_s, "%.1f") +
+                " images/s disagree with the epochs x 117266's " + format_number(from_epochs, "%.1f");
     }
   }
   return t;
@@ -313,7 +308,7 @@ void summarize_speed(SystemReport& s) {
   const std::string runs = " (" + std::to_string(disagreeing) + " of " + std::to_string(s.runs.size()) + " runs)";
   const auto range = [](const std::vector<double>& v) {
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    return number_text(*lo, "%.2f") + (*hi - *lo >= 0.005 ? "-" + number_text(*hi, "%.2f") : "");
+    return format_number(*lo, "%.2f") + (*hi - *lo >= 0.005 ? "-" + format_number(*hi, "%.2f") : "");
   };
   std::vector<std::string> parts;
   if (!ratios.empty())
@@ -417,12 +412,7 @@ void scaling(std::vector<SystemReport>& systems) {
   }
 }
 
-std::string opt(const std::optional<double>& v, const char* format) {
-  if (!v) return "-";
-  char b[64];
-  std::snprintf(b, sizeof b, format, *v);
-  return b;
-}
+std::string opt(const std::optional<double>& v, const char* format) { return v ? format_number(*v, format) : "-"; }
 
 Json opt_json(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
@@ -455,6 +445,12 @@ std::vector<SystemReport> build_report(const std::vector<std::string>& paths, co
   label_systems(out);
   scaling(out);
   return out;
+}
+
+std::string format_number(double v, const char* format) {
+  char b[64];
+  std::snprintf(b, sizeof b, format, v);
+  return b;
 }
 
 std::string model_key(const std::string& model) {
@@ -572,8 +568,9 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
                                               "score (min)", "accel-h", "RCP (3.1.0)", "epochs (RCP)", "img/s/accel",
                                               "source", "scaling", "cost"}};
   const std::vector<bool> right{false, false, true, true, false, true, true, true, true, false, true, true, false, true, true};
+  const std::vector<const SystemReport*> order = comparison_order(systems);
   std::string model = "\x01";
-  for (const SystemReport* p : comparison_order(systems)) {
+  for (const SystemReport* p : order) {
     const SystemReport& s = *p;
     if (model_key(s.accelerator_model) != model) {
       model = model_key(s.accelerator_model);
@@ -593,7 +590,7 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
        "metrics.jsonl's steps x the global batch over the training time.\n"
        "scaling: the speedup over the smallest node count of the same node (submitter, accelerator model and count "
        "a node, division, round), against linear.\n";
-  for (const SystemReport* s : comparison_order(systems)) system_details(o, *s);
+  for (const SystemReport* s : order) system_details(o, *s);
   return o.str();
 }
 

@@ -127,6 +127,9 @@ struct ReportError : std::runtime_error {
 // Finds every system under `paths` and reports it; throws ReportError when a path holds none.
 std::vector<SystemReport> build_report(const std::vector<std::string>& paths, const ReportOptions& options);
 
+// A number as printf's `format` writes it (the report's table, notes and page share it).
+std::string format_number(double v, const char* format);
+
 // An accelerator model as a group key: lower case, letters and digits only, so that submitters'
 // spellings of one part ("A100-PCIe-80GB", "A100-PCIE-80GB") fall in one group.
 std::string model_key(const std::string& model);

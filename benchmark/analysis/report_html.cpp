@@ -25,10 +25,8 @@ constexpr const char* kNotApplicable = "-";
 
 std::string cell(const SystemReport& s, const std::string& field, const std::optional<double>& v, const char* format,
                  const char* missing = kNotApplicable) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%s", missing);
-  if (v) std::snprintf(b, sizeof b, format, *v);
-  return "<td class=\"num\" data-system=\"" + svg::escape(s.label) + "\" data-field=\"" + field + "\">" + b + "</td>";
+  const std::string text = v ? format_number(*v, format) : missing;
+  return "<td class=\"num\" data-system=\"" + svg::escape(s.label) + "\" data-field=\"" + field + "\">" + text + "</td>";
 }
 
 std::string text_cell(const std::string& text) { return "<td>" + svg::escape(text.empty() ? "-" : text) + "</td>"; }
@@ -81,12 +79,6 @@ std::string plot_label(const SystemReport& s) {
          std::to_string(s.accelerators / std::max<int64_t>(1, s.nodes)) + ")";
 }
 
-std::string number(double v, const char* format) {
-  char b[64];
-  std::snprintf(b, sizeof b, format, v);
-  return b;
-}
-
 // The run shown for a system where one run stands for it: the median time to train among the
 // successful runs (the first run when none succeeded).
 const RunSummary* representative(const SystemReport& s) {
@@ -124,7 +116,7 @@ void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& orde
       if (r.minutes) dots.push_back(*r.minutes);
     scores.bars.push_back({.label = plot_label(*s), .value = s->score_minutes.value_or(0), .dots = dots,
                            .color = colors.of(*s),
-                           .value_text = s->score_minutes ? number(*s->score_minutes, "%.2f") : "no score"});
+                           .value_text = s->score_minutes ? format_number(*s->score_minutes, "%.2f") : "no score"});
   }
   std::vector<svg::LegendEntry> score_legend = colors.legend;
   score_legend.push_back({"one run", "#222", true});
@@ -137,7 +129,7 @@ void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& orde
       group = model_key(s->accelerator_model), speed.push_back({model_name(s->accelerator_model), {}});
     const auto& v = s->images_per_s_per_accelerator;
     speed.back().bars.push_back({.label = plot_label(*s), .value = v.value_or(0), .color = colors.of(*s),
-                                 .value_text = v ? number(*v, "%.1f") : kNotLogged});
+                                 .value_text = v ? format_number(*v, "%.1f") : kNotLogged});
   }
   for (svg::BarGroup& g : speed)
     std::stable_sort(g.bars.begin(), g.bars.end(), [](const svg::Bar& a, const svg::Bar& b) { return a.value > b.value; });
@@ -201,8 +193,8 @@ void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>
   for (const SystemReport* s : order)
     if (s->scaling_efficiency) {
       o << (notes ? "" : "<ul id=\"scaling\">\n") << "<li><b>" << svg::escape(s->label) << "</b>: "
-        << number(*s->scaling_speedup, "%.2f") << "x faster than " << svg::escape(s->scaling_base) << " with "
-        << number(static_cast<double>(s->nodes), "%.0f") << " nodes (efficiency " << number(*s->scaling_efficiency, "%.3f")
+        << format_number(*s->scaling_speedup, "%.2f") << "x faster than " << svg::escape(s->scaling_base) << " with "
+        << format_number(static_cast<double>(s->nodes), "%.0f") << " nodes (efficiency " << format_number(*s->scaling_efficiency, "%.3f")
         << ")</li>\n";
       notes = true;
     }
@@ -257,7 +249,7 @@ void system_section(std::ostringstream& o, Plots& plots, size_t index, const Sys
     << "<th>throughput from</th><th>compliance</th></tr>\n";
   for (const RunSummary& r : s.runs) {
     const auto shown = [](const std::optional<double>& v, const char* format, const char* missing) {
-      return v ? number(*v, format) : std::string(missing);
+      return v ? format_number(*v, format) : std::string(missing);
     };
     o << "<tr><td>" << svg::escape(fs::path(r.file).filename().string()) << "</td>" << text_cell(r.run.status)
       << "<td>" << (r.run.seed ? std::to_string(*r.run.seed) : "-") << "</td><td class=\"num\">"
