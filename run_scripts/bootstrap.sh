@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything this project needs on a fresh Debian 12 machine, and nothing twice:
-#   1. Debian packages (compiler tools, ccache, OpenMPI, nlohmann/json, spdlog, GoogleTest,
-#      Google Benchmark, libjpeg-turbo, libpng, Chromium for the report page's browser test) --
-#      only the missing ones, via apt-get;
+# Installs what this project needs on a fresh Debian 12 machine, and nothing twice.
+#   bootstrap.sh          the run profile: what building and training need (demo.sh, run_and_time.sh,
+#                         a cluster's nodes)
+#   bootstrap.sh --test   the test profile: the run profile plus what only the tests and the peer
+#                         benchmarks use (test.sh)
+#   1. Debian packages, only the missing ones, via apt-get. Run: compiler tools, ccache, OpenMPI,
+#      nlohmann/json, spdlog, GoogleTest and Google Benchmark (the configure step looks for them),
+#      libjpeg-turbo, libpng. Test adds Slurm and munge (a one-node Slurm cluster in the e2e tests;
+#      a cluster's own Slurm is never touched by the run profile) and Chromium (the report page's
+#      browser test).
 #   2. the project-local Python environment .venv/ with the pinned run_scripts/requirements.txt
-#      (torch provides the LibTorch C++ distribution the build links against).
-# Quick when already done: a stamp in .venv records the hash of the requirements it holds.
+#      (torch provides the LibTorch C++ distribution the build links against; mlperf-logging the
+#      official checker), plus requirements-test.txt for the test profile (the reference scorers).
+# Quick when already done: stamps in .venv record the hash of the requirements each profile holds.
 #
 # Environment:
 #   MRCNN_VENV   where the environment lives (default: <repo>/.venv)
@@ -13,6 +20,13 @@
 #   MRCNN_TORCH=volta  LibTorch for V100 GPUs (sm_70): run_scripts/requirements-volta.txt's torch
 #                      and torchvision (CUDA 12) instead of the default CUDA 13 ones
 set -euo pipefail
+
+profile=run
+case "${1:-}" in
+  "") ;;
+  --test) profile=test ;;
+  *) echo "bootstrap: unknown argument '$1' (usage: bootstrap.sh [--test])" >&2; exit 2 ;;
+esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${MRCNN_VENV:-$repo/.venv}"
@@ -37,13 +51,17 @@ say() { printf '[bootstrap] %s\n' "$*" >&2; }
 debs=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenmpi-dev openmpi-bin
-  slurm-wlm munge   # tests/e2e/test_train_cluster.py starts a one-node Slurm cluster
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev
   python3-venv
-  chromium
 )
+if [[ $profile == test ]]; then
+  debs+=(
+    slurm-wlm munge   # tests/e2e/test_train_cluster.py starts a one-node Slurm cluster
+    chromium          # tests/report_page.py looks at the report page in a headless browser
+  )
+fi
 if [[ "${MRCNN_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${debs[@]}"; do
@@ -71,23 +89,38 @@ if [[ "${MRCNN_SKIP_APT:-0}" != 1 ]]; then
 fi
 
 # ---- 2. Python environment ------------------------------------------------------------------
-want="$(sha256sum "$req" | cut -d' ' -f1)"
-stamp="$venv/.mrcnn-requirements.sha256"
+# One stamp a profile: the hash of the requirement files it installed. The test profile holds the
+# run profile's packages, so after `--test` a plain bootstrap has nothing to do.
+reqs=("$req")
+[[ $profile == test ]] && reqs+=("$repo/run_scripts/requirements-test.txt")
+want="$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)"
+run_want="$(sha256sum <"$req" | cut -d' ' -f1)"
+stamp="$venv/.mrcnn-$profile.sha256"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
-  say "python environment up to date ($venv)"
+  say "python environment up to date ($venv, $profile profile)"
 else
-  say "creating python environment in $venv (torch + CUDA wheels: about 3 GB to download the first time)"
+  fresh=0; [[ -x "$venv/bin/python" ]] || fresh=1
+  if ((fresh)); then
+    say "creating python environment in $venv (torch + CUDA wheels: about 3 GB to download the first time)"
+  else
+    say "updating python environment in $venv ($profile profile)"
+  fi
   t0=$(date +%s)
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
+  if ((fresh)); then
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+  fi
+  args=(); for r in "${reqs[@]}"; do args+=(-r "$r"); done
   if [[ -t 2 ]]; then  # a terminal: pip's own progress bars
-    "$venv/bin/python" -m pip install -r "$req" 1>&2
+    "$venv/bin/python" -m pip install "${args[@]}" 1>&2
   else                 # a log: one line a package collected, downloaded (with its size) and installed
-    "$venv/bin/python" -m pip install --progress-bar off -r "$req" |
+    "$venv/bin/python" -m pip install --progress-bar off "${args[@]}" |
       awk '/^(Collecting|Downloading|  Downloading|Installing|Successfully)/ { sub(/^ +/, ""); print "[bootstrap]   " $0 > "/dev/stderr"; fflush("/dev/stderr") }'
   fi
   echo "$want" >"$stamp"
-  say "python environment installed in $(( $(date +%s) - t0 )) s"
+  echo "$run_want" >"$venv/.mrcnn-run.sha256"
+  rm -f "$venv/.mrcnn-requirements.sha256"   # the single stamp of earlier versions
+  say "python environment ($profile profile) installed in $(( $(date +%s) - t0 )) s"
 fi
 
 if [[ "$torch_profile" == volta ]] &&

@@ -36,7 +36,7 @@ jobs="${MRCNN_JOBS:-$(nproc)}"
 test_jobs="${MRCNN_TEST_JOBS:-$(nproc)}"
 
 cd "$repo"
-[[ -x .venv/bin/python ]] || bash run_scripts/bootstrap.sh
+[[ -x .venv/bin/python ]] || bash run_scripts/bootstrap.sh --test
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCNN_SANITIZE="$flags" -DMRCNN_WERROR=ON \
       -DMRCNN_BUILD_BENCHMARKS=OFF -DMRCNN_WITH_TORCH=$([[ $core == 1 ]] && echo OFF || echo ON) >/dev/null

@@ -20,7 +20,7 @@ jobs="${MRCNN_JOBS:-$(nproc)}"
 test_jobs="${MRCNN_TEST_JOBS:-$(nproc)}"
 
 start=$(date +%s)
-bash run_scripts/bootstrap.sh
+bash run_scripts/bootstrap.sh --test   # the run profile plus the test-only packages
 bash run_scripts/configure_build.sh "$build"   # demo.sh's flags: its objects are reused
 cmake --build "$build" -j "$jobs"
 built=$(date +%s)

@@ -63,7 +63,7 @@ def check(page, systems, min_cells_per_system=10):
     """`systems`: the JSON report's systems by label (their name where no two share one)."""
     browser = chromium()
     if browser is None:
-        print("SKIP browser check: chromium is not installed (run_scripts/bootstrap.sh installs it)")
+        print("SKIP browser check: chromium is not installed (run_scripts/bootstrap.sh --test installs it)")
         return None
     probe = page.with_name("probe.html")
     probe.write_text(page.read_text().replace("</body>", PROBE))

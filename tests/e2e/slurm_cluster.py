@@ -24,7 +24,7 @@ def missing_reason():
     """Why no cluster can start here, or None."""
     absent = [d for d in DAEMONS if shutil.which(d) is None]
     if absent:
-        return (f"{', '.join(absent)} not installed (apt-get install slurm-wlm munge; run_scripts/bootstrap.sh "
+        return (f"{', '.join(absent)} not installed (apt-get install slurm-wlm munge; run_scripts/bootstrap.sh --test "
                 "installs them)")
     if os.geteuid() != 0:
         return "the Slurm and munge daemons of this fixture run as root (SlurmUser=root)"
