@@ -129,6 +129,12 @@ if [[ "$torch_profile" == volta ]] &&
   exit 1
 fi
 
-# Tell the caller where LibTorch's CMake config lives (CMake also finds it on its own).
-"$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' >"$venv/.torch-cmake-prefix"
-say "ready: LibTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') at $(cat "$venv/.torch-cmake-prefix")"
+# Tell the caller where LibTorch's CMake config lives (CMake also finds it on its own). Found
+# without importing torch, which alone takes seconds.
+read -r torch_version torch_prefix < <("$venv/bin/python" -c '
+import importlib.util as u, os, re
+d = u.find_spec("torch").submodule_search_locations[0]
+v = re.search(r"__version__ *(?:: *str *)?= *[\x27\x22]([^\x27\x22]+)", open(os.path.join(d, "version.py")).read())
+print(v.group(1) if v else "?", os.path.join(d, "share", "cmake"))')
+echo "$torch_prefix" >"$venv/.torch-cmake-prefix"
+say "ready: LibTorch $torch_version at $torch_prefix"
