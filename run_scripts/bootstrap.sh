@@ -6,9 +6,9 @@
 #                         benchmarks use (test.sh)
 #   1. Debian packages, only the missing ones, via apt-get. Run: compiler tools, ccache, OpenMPI,
 #      nlohmann/json, spdlog, GoogleTest and Google Benchmark (the configure step looks for them),
-#      libjpeg-turbo, libpng. Test adds Slurm and munge (a one-node Slurm cluster in the e2e tests;
-#      a cluster's own Slurm is never touched by the run profile) and Chromium (the report page's
-#      browser test).
+#      libjpeg-turbo, libpng, OpenSSL's libcrypto. Test adds Slurm and munge (a one-node Slurm
+#      cluster in the e2e tests; a cluster's own Slurm is never touched by the run profile) and
+#      Chromium (the report page's browser test).
 #   2. the project-local Python environment .venv/ with the pinned run_scripts/requirements.txt
 #      (torch provides the LibTorch C++ distribution the build links against; mlperf-logging the
 #      official checker), plus requirements-test.txt for the test profile (the reference scorers).
@@ -54,6 +54,7 @@ debs=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev
+  libssl-dev   # libcrypto: the SHA-256 of the run fingerprint (benchmark/analysis/sha256.cpp)
   python3-venv
 )
 if [[ $profile == test ]]; then

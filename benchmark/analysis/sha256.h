@@ -1,5 +1,6 @@
 // SHA-256 (FIPS 180-4) of bytes and of files: the checksums a run's fingerprint records, the same
-// hex digests `sha256sum` prints, so an auditor can check a binary or a dataset by hand.
+// hex digests `sha256sum` prints, so an auditor can check a binary or a dataset by hand. Computed
+// by OpenSSL's libcrypto (SHA-NI where the CPU has it); no shared state, any thread may call.
 #pragma once
 
 #include <string>

@@ -1,13 +1,17 @@
-// The LibTorch-free analysis pieces: SHA-256 against the FIPS 180-4 test vectors, Student's t
-// distribution and the RCP reference points against scipy / the official rcp_checker, the audit's
-// verdicts on constructed runs, the run reader on a damaged metrics file, `report`'s choice of
-// throughput evidence and its reading of whole results trees, and the charts' sizes.
+// The LibTorch-free analysis pieces: SHA-256 against the FIPS 180-4 test vectors and sha256sum
+// (files across read blocks, empty, unreadable), Student's t distribution and the RCP reference
+// points against scipy / the official rcp_checker, the audit's verdicts on constructed runs, the
+// run reader on a damaged metrics file, `report`'s choice of throughput evidence and its reading
+// of whole results trees, and the charts' sizes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,19 +36,79 @@ TEST(Sha256, FipsVectors) {
   EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
-TEST(Sha256, FileEqualsBytesAndMissingFileIsNamed) {
-  const fs::path p = fs::temp_directory_path() / "mrcnn_sha256_test.bin";
-  std::string bytes;
-  for (int i = 0; i < 3 * 1048576 + 17; ++i) bytes += static_cast<char>(i * 31);  // spans several read blocks
-  std::ofstream(p, std::ios::binary) << bytes;
-  EXPECT_EQ(sha256_file(p.string()), sha256_hex(bytes));
-  fs::remove(p);
-  try {
-    sha256_file(p.string());
-    FAIL() << "a missing file must throw";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+// A file in the temporary folder, named for the test and the process (ctest runs tests in
+// parallel), removed at the end of the test.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& bytes)
+      : path_(fs::temp_directory_path() / ("mrcnn_sha256_" + name + "_" + std::to_string(::getpid()))) {
+    std::ofstream(path_, std::ios::binary) << bytes;
   }
+  ~TempFile() { fs::remove_all(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+// What coreutils' sha256sum prints for the file, the tool an auditor checks a digest with.
+std::string sha256sum_of(const std::string& path) {
+  std::FILE* p = ::popen(("sha256sum '" + path + "'").c_str(), "r");
+  if (p == nullptr) return "popen failed";
+  char buf[65] = {};
+  const size_t n = std::fread(buf, 1, 64, p);
+  ::pclose(p);
+  return std::string(buf, n);
+}
+
+TEST(Sha256, FileSpanningSeveralReadBlocksMatchesSha256sum) {
+  // 9 MiB + 17 bytes: several 1-4 MiB read blocks and a partial last one.
+  std::string bytes;
+  for (int i = 0; i < 9 * 1048576 + 17; ++i) bytes += static_cast<char>(i * 31);
+  const TempFile f("blocks", bytes);
+  const std::string digest = sha256_file(f.path());
+  // Python's hashlib.sha256 and sha256sum of the same bytes, recorded.
+  EXPECT_EQ(digest, "882aff06ee5e881f311b621a0c2993be96f03986311d234d8dc91c25b54bb887");
+  EXPECT_EQ(digest, sha256sum_of(f.path()));
+  EXPECT_EQ(digest, sha256_hex(bytes));
+}
+
+TEST(Sha256, FileOfAMillionAIsTheFipsVector) {
+  const TempFile f("million_a", std::string(1000000, 'a'));
+  EXPECT_EQ(sha256_file(f.path()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, EmptyFile) {
+  const TempFile f("empty", "");
+  ASSERT_EQ(fs::file_size(f.path()), 0u);
+  EXPECT_EQ(sha256_file(f.path()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+// The error an unreadable file gives, or "" when it did not throw std::runtime_error.
+std::string sha256_file_error(const std::string& path) {
+  try {
+    sha256_file(path);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Sha256, MissingFileThrowsNamingIt) {
+  const std::string path = (fs::temp_directory_path() / "mrcnn_sha256_no_such_file").string();
+  ASSERT_FALSE(fs::exists(path));
+  const std::string error = sha256_file_error(path);
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_NE(error.find("cannot be read"), std::string::npos) << error;
+}
+
+TEST(Sha256, DirectoryThrowsNamingIt) {
+  // fopen opens a directory; the read is what fails.
+  const TempFile d("dir", "");
+  fs::remove(d.path());
+  fs::create_directory(d.path());
+  const std::string error = sha256_file_error(d.path());
+  EXPECT_NE(error.find(d.path()), std::string::npos) << error;
 }
 
 TEST(Rcp, StudentTMatchesScipy) {
