@@ -37,6 +37,7 @@ constexpr Command kCommands[] = {
     {"config", mrcnn::run::config_main, "the resolved configuration of a system file (or some of its keys)"},
     {"launch", mrcnn::run::launch_main, "start a system's ranks (mpirun from its launch settings)"},
     {"synth", mrcnn::data::synth_main, "write the synthetic COCO-format dataset"},
+    {"data", mrcnn::run::data_main, "a COCO 2017 folder: verify it, prepare its training index, time its read"},
 #endif
 };
 

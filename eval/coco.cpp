@@ -188,13 +188,13 @@ void read_categories(JsonCursor& c, std::vector<Category>& cats, std::string& sc
   }
 }
 
-void read_annotations(JsonCursor& c, std::vector<Annotation>& anns, std::string& scratch) {
+void read_annotations(JsonCursor& c, std::vector<Annotation>& anns, bool& has_keypoints, std::string& scratch) {
   c.begin_array();
   while (c.next_element()) {
     Annotation& a = anns.emplace_back();
     c.begin_object();
     std::string_view key;
-    bool id = false, img = false, cat = false, bbox = false, area = false;
+    bool id = false, img = false, cat = false, bbox = false, area = false, caption = false;
     while (c.next_key(key)) {
       if (key == "id") {
         a.id = c.uint64();
@@ -216,9 +216,12 @@ void read_annotations(JsonCursor& c, std::vector<Annotation>& anns, std::string&
       } else if (key == "segmentation") {
         read_segmentation(c, a.segmentation, scratch);
       } else {
+        has_keypoints |= key == "keypoints";
+        caption |= key == "caption";
         c.skip();
       }
     }
+    if (caption && !cat) c.fail_value("a captions annotation (it has a \"caption\" and no \"category_id\"); expected an instances file");
     if (!id || !img || !cat || !bbox || !area) {
       const char* missing = !id ? "\"id\"" : !img ? "\"image_id\"" : !cat ? "\"category_id\"" : !bbox ? "\"bbox\"" : "\"area\"";
       c.fail_value(std::string("annotation is missing its ") + missing);
@@ -505,7 +508,16 @@ Dataset parse_dataset(std::string_view json, const std::string& source) {
       } else if (key == "categories") {
         read_categories(c, ds.categories, scratch);
       } else if (key == "annotations") {
-        read_annotations(c, ds.annotations, scratch);
+        read_annotations(c, ds.annotations, ds.has_keypoints, scratch);
+      } else if (key == "info" && c.next_is(JsonCursor::Kind::kObject)) {
+        c.begin_object();
+        std::string_view info_key;
+        while (c.next_key(info_key)) {
+          if (info_key == "year" && c.next_is(JsonCursor::Kind::kNumber))
+            ds.info_year = static_cast<int64_t>(c.number());
+          else
+            c.skip();
+        }
       } else {
         c.skip();
       }

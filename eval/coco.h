@@ -138,6 +138,11 @@ class Dataset {
   // Where it was read from (the file's path; "" when built in memory): errors about its
   // annotations name it.
   std::string source;
+  // What tells a file's release and task apart: "info": {"year": ...} (0 when absent), and
+  // whether its annotations carry "keypoints" (a person-keypoints file parses as an instances
+  // file of one category; a captions file fails for its missing "category_id", saying so).
+  int64_t info_year = 0;
+  bool has_keypoints = false;
 
   // Rebuilds the lookups below from the vectors. Throws CocoError on duplicate image, category
   // or annotation ids and on annotations whose image or category is not in the dataset.

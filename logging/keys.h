@@ -65,6 +65,12 @@ inline constexpr std::string_view kFirstEpochNum = "first_epoch_num";
 inline constexpr std::string_view kStatus = "status";
 inline constexpr std::string_view kStepNum = "step_num";
 inline constexpr std::string_view kTensor = "tensor";  // weights_initialization
+// The project's own, on train_samples: where the annotations were read from ("index": the
+// prepared binary index; "json"), how long that took, and why the JSON served when an index was
+// allowed. The official checker ignores metadata it does not know.
+inline constexpr std::string_view kAnnotations = "annotations";
+inline constexpr std::string_view kAnnotationsSeconds = "annotations_seconds";
+inline constexpr std::string_view kAnnotationsNote = "annotations_note";
 }  // namespace mrcnn::logging::meta
 
 namespace mrcnn::logging::value {

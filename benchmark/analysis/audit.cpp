@@ -52,6 +52,7 @@ constexpr Rule kFingerprintRules[] = {
     {"data.val_annotations.sha256", true, "different validation annotations: different accuracies"},
     {"data.train_images", true, "another number of training images: different runs"},
     {"data.val_images", true, "another number of validation images: different accuracies"},
+    {"data.train_index", false, "the index is the training annotations' arrays: their checksum decides"},
     {"data.", false, "paths and sizes alone do not change results (the checksums decide)"},
 };
 
@@ -71,6 +72,8 @@ constexpr Rule kConfigRules[] = {
     {"run.eval_threads", false, kEvalThreads},
     {"data.loader_threads", false, kLoaderThreads},
     {"data.prefetch_batches", false, "prefetching does not change the batches"},
+    {"data.annotation_source", false,
+     "measured: the prepared index and the JSON give bit-identical batches (and losses)"},
     {"launch.cpu_binding", false, "core binding does not change the arithmetic"},
     {"launch.collective_timeout_s", false, "how long a rank waits for a dead peer does not change the arithmetic"},
     {"launch.sbatch_args", false, "scheduler options do not change the arithmetic"},

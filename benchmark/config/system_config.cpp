@@ -6,6 +6,7 @@
 #include <functional>
 #include <sstream>
 
+#include "benchmark/data/image_codec.h"
 #include "model/options_json.h"
 
 namespace mrcnn::config {
@@ -16,6 +17,7 @@ constexpr Range kNonNegative{.min = 0};
 constexpr Range kAtLeastOne{.min = 1};
 constexpr Range kFraction{.min = 0, .max = 1};
 constexpr Range kThreads{.min = 1, .max = 1024};
+constexpr double kMaxResizedSide = static_cast<double>(data::kMaxImageSide);
 
 // What a field list says of one key besides its name and type.
 struct Spec {
@@ -77,8 +79,10 @@ void fields(V& v, RunSettings& s) {
 template <class V>
 void fields(V& v, DataSettings& d) {
   auto& t = d.transform;
-  v("min_size", t.min_size, {.range = kAtLeastOne});
-  v("max_size", t.max_size, {.range = kNonNegative});
+  // Resized sides beyond the largest image the codec accepts would ask for gigabytes a sample
+  // (100000 px: 960 GB) and die in the allocator; refused here, naming the key.
+  v("min_size", t.min_size, {.range = {.min = 1, .max = kMaxResizedSide}});
+  v("max_size", t.max_size, {.range = {.min = 0, .max = kMaxResizedSide}});
   v("flip_probability", t.flip_probability, {.range = kFraction});
   v("to_bgr255", t.to_bgr255);
   v("pixel_mean", t.pixel_mean);
@@ -87,6 +91,7 @@ void fields(V& v, DataSettings& d) {
   v("dct_downscale", t.dct_downscale);
   v("train_split", d.train_split, {.non_empty = true});
   v("val_split", d.val_split, {.non_empty = true});
+  v("annotation_source", d.annotation_source, {.allowed = {"auto", "json", "index"}});
   v("loader_threads", d.loader_threads, {.range = {.min = 0, .max = 1024}});
   v("prefetch_batches", d.prefetch_batches, {.range = kAtLeastOne});
   v("group_by_aspect_ratio", d.group_by_aspect_ratio);

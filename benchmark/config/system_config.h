@@ -99,6 +99,11 @@ struct DataSettings {
   data::TransformOptions transform = data::TransformOptions::mlperf_train();  // training
   std::string train_split = "train2017";
   std::string val_split = "val2017";
+  // Where the training split's annotations are read from: "index", the binary index that
+  // `mlperf-maskrcnn data prepare` writes beside the JSON (refused when missing or stale); "json",
+  // the JSON itself; "auto", the index when it is present and current, else the JSON (the log's
+  // train_samples event says which).
+  std::string annotation_source = "auto";
   int64_t loader_threads = 2;
   int64_t prefetch_batches = 4;
   bool group_by_aspect_ratio = true;

@@ -1,5 +1,6 @@
-// A COCO-format detection dataset (annotations/instances_<split>.json + <split>/*.jpg), read with
-// the evaluator's COCO reader (eval/coco.h) and served through the Dataset interface.
+// A COCO-format detection dataset (annotations/instances_<split>.json + <split>/*.jpg), served
+// through the Dataset interface from the flat arrays of coco_index.h: built from the JSON (read
+// with the evaluator's COCO reader, eval/coco.h), or mapped from the index `data prepare` wrote.
 //
 // What it keeps, as the MLPerf reference (maskrcnn-benchmark's COCODataset) does:
 //   * images in ascending id order;
@@ -21,8 +22,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "benchmark/data/coco_index.h"
 #include "benchmark/data/dataset.h"
 #include "benchmark/data/resample.h"
 #include "benchmark/data/transforms.h"
@@ -32,6 +35,10 @@ namespace mrcnn::data {
 struct CocoDatasetOptions {
   std::string annotation_file;  // .../annotations/instances_train2017.json
   std::string image_dir;        // .../train2017
+  std::string index_file;       // .../instances_train2017.mrcnn-index (coco_index.h)
+  // "auto": the index when present and current, else the JSON; "index": the index or an error;
+  // "json": the JSON.
+  std::string source = "json";
   // The reference's remove_images_without_annotations: on for training, off for evaluation.
   bool remove_images_without_annotations = true;
   TransformOptions transform;   // MLPerf training transform by default
@@ -41,28 +48,23 @@ struct CocoDatasetOptions {
   static CocoDatasetOptions coco(const std::string& root, const std::string& split, bool train);
 };
 
-// What construction kept and dropped (reported, so that a silent skip is never silent).
-struct CocoDatasetStats {
-  int64_t images_in_file = 0;
-  int64_t images_kept = 0;
-  int64_t images_dropped_no_annotations = 0;  // training only: no annotation at all
-  int64_t images_dropped_only_tiny_boxes = 0; // training only: every box <= 1 px wide or tall
-  int64_t crowd_annotations_dropped = 0;
-  int64_t boxes_dropped_empty_after_clip = 0;
-  int64_t polygons_skipped_too_few_points = 0;
-  int64_t instances_without_polygon = 0;
-  int64_t instances_kept = 0;
-
-  std::string summary() const;  // one line for the console
+// Where the arrays came from, for the console, the log and the benchmark.
+struct CocoDatasetSource {
+  bool index = false;  // mapped from the prepared index (else built from the JSON)
+  std::string note;    // why the JSON served where an index was allowed ("" otherwise)
+  double seconds = 0;  // reading (and checking) the annotations into training-ready arrays
 };
 
 class CocoDataset final : public Dataset {
  public:
-  // Reads and indexes the annotation file. Throws std::runtime_error (eval::CocoError for the
-  // JSON itself) naming the file and the element on bad input.
+  // Reads the annotations as options.source says. Throws std::runtime_error (eval::CocoError for
+  // the JSON itself) naming the file and the element on bad input, and naming the index when
+  // "index" was asked for and it is absent, stale, or corrupt.
   explicit CocoDataset(const CocoDatasetOptions& options);
+  // Serves arrays already built or mapped (their options must be the dataset options').
+  CocoDataset(const CocoDatasetOptions& options, CocoArrays arrays, CocoDatasetSource source);
 
-  int64_t size() const override { return static_cast<int64_t>(images_.size()); }
+  int64_t size() const override { return static_cast<int64_t>(arrays_.images.size()); }
   ImageSize original_size(int64_t index) const override;
   ImageSize resized_size(int64_t index) const override;
   SampleTargets load(int64_t index, const EpochKey& key, float* slot, int64_t slot_h,
@@ -78,36 +80,29 @@ class CocoDataset final : public Dataset {
   // Classes: label l (1..num_classes-1) is COCO category category_ids()[l - 1].
   int64_t num_classes() const { return static_cast<int64_t>(category_ids_.size()) + 1; }
   const std::vector<uint64_t>& category_ids() const { return category_ids_; }
-  const std::vector<std::string>& category_names() const { return category_names_; }
+  const std::vector<std::string>& category_names() const { return arrays_.category_names; }
   uint64_t category_id_of_label(int64_t label) const;  // throws std::out_of_range
   int64_t label_of_category_id(uint64_t id) const;     // throws std::out_of_range
 
-  const CocoDatasetStats& stats() const { return stats_; }
+  const CocoDatasetStats& stats() const { return arrays_.stats; }
   const CocoDatasetOptions& options() const { return options_; }
+  const CocoDatasetSource& source() const { return source_; }
+  const CocoArrays& arrays() const { return arrays_; }
+
+  // The arrays' settings for these dataset options.
+  static CocoIndexOptions index_options(const CocoDatasetOptions& options);
 
  private:
-  struct Entry {
-    int64_t image_id;
-    std::string file_name;
-    ImageSize original;
-    ImageSize resized;
-    int64_t first_instance;  // instances [first_instance, end_instance) in the flat arrays
-    int64_t end_instance;
-  };
+  CocoDataset(const CocoDatasetOptions& options, std::pair<CocoArrays, CocoDatasetSource> read);
   void check_index(int64_t index) const;
+  const CocoImageRecord& record(int64_t index) const { return arrays_.images[static_cast<size_t>(index)]; }
 
   CocoDatasetOptions options_;
   PixelTable table_;
-  std::vector<Entry> images_;
-  // Flat per-instance data: XYXY boxes clipped to the source image, labels, polygon ranges.
-  std::vector<float> boxes_;
-  std::vector<int64_t> labels_;
-  std::vector<int64_t> instance_polys_;  // instance i owns polygons [instance_polys_[i], [i+1])
-  std::vector<int64_t> poly_coords_;     // polygon j owns coords_[poly_coords_[j], [j+1])
-  std::vector<double> coords_;
-  std::vector<uint64_t> category_ids_;
-  std::vector<std::string> category_names_;
-  CocoDatasetStats stats_;
+  CocoArrays arrays_;
+  CocoDatasetSource source_;
+  std::vector<ImageSize> resized_;        // per image: the transform's size (options-dependent)
+  std::vector<uint64_t> category_ids_;    // arrays_.category_ids, for the accessor's type
 };
 
 }  // namespace mrcnn::data

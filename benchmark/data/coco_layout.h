@@ -2,6 +2,7 @@
 //
 //   ROOT/annotations/instances_<split>.json   the annotations of a split (train2017, val2017, ...)
 //   ROOT/<split>/                             its images, named by the annotations' file_name
+//   ROOT/annotations/instances_<split>.mrcnn-index  the prepared training index (coco_index.h)
 #pragma once
 
 #include <filesystem>
@@ -14,6 +15,9 @@ struct CocoLayout {
 
   std::filesystem::path annotation_file(const std::string& split) const {
     return root / "annotations" / ("instances_" + split + ".json");
+  }
+  std::filesystem::path index_file(const std::string& split) const {
+    return root / "annotations" / ("instances_" + split + ".mrcnn-index");
   }
   std::filesystem::path image_dir(const std::string& split) const { return root / split; }
 };

@@ -91,6 +91,7 @@ data::CocoDatasetOptions dataset_options(const SystemConfig& c, const data::Coco
   auto o = data::CocoDatasetOptions::coco(layout.root.string(), split, train);
   o.transform = c.data.transform;
   if (!train) o.transform.flip_probability = 0.0;
+  if (train) o.source = c.data.annotation_source;  // only the training split is prepared
   o.progress = progress;
   return o;
 }
@@ -171,8 +172,10 @@ LoggedHyperparameters logged_hyperparameters(const SystemConfig& c) {
 }
 
 std::string resume_fingerprint(const SystemConfig& c) {
+  logging::Json data = c.resolved["data"];
+  data.erase("annotation_source");  // the index and the JSON give the same batches
   const logging::Json f{{"model", c.resolved.value("model", config::Json::object())},
-                        {"data", c.resolved["data"]},
+                        {"data", data},
                         {"hyperparameters", c.resolved["hyperparameters"]},
                         {"seed", c.run.seed},
                         {"world_size", c.launch.world_size()}};
@@ -217,7 +220,9 @@ RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::De
   RunParts parts;
   parts.train_data = [=, &c]() -> std::unique_ptr<DataSource> {
     auto ds = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.train_split, true, progress));
-    logging::info("train set: " + ds->stats().summary());
+    logging::info("train set: " + ds->stats().summary() + "; read from the " +
+                  (ds->source().index ? "index" : "JSON") + " in " + std::to_string(ds->source().seconds) + " s");
+    if (!ds->source().note.empty()) logging::info("train set: the JSON served: " + ds->source().note);
     const std::string file = layout.annotation_file(c.data.train_split).string();
     if (ds->size() == 0)
       throw DataError(file + ": no image to train on (" + ds->stats().summary() + ")");

@@ -1,5 +1,7 @@
 #include "benchmark/run/coco_data.h"
 
+#include "logging/keys.h"
+
 namespace mrcnn::run {
 
 namespace {
@@ -25,6 +27,14 @@ std::unique_ptr<BatchStream> CocoData::epoch(int64_t epoch) {
   const int64_t e = epoch - 1;  // MLPerf counts epochs from 1, the sampler from 0
   return std::make_unique<LoaderStream>(std::make_unique<data::Loader>(
       dataset_, sampler_.epoch(options_.seed, e), data::EpochKey{options_.seed, e}, options_.loader));
+}
+
+logging::Json CocoData::sample_metadata() const {
+  namespace meta = logging::meta;
+  const data::CocoDatasetSource& s = dataset_->source();
+  logging::Json j{{meta::kAnnotations, s.index ? "index" : "json"}, {meta::kAnnotationsSeconds, s.seconds}};
+  if (!s.note.empty()) j[meta::kAnnotationsNote] = s.note;
+  return j;
 }
 
 }  // namespace mrcnn::run

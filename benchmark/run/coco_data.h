@@ -24,6 +24,7 @@ class CocoData final : public DataSource {
   int64_t num_images() const override { return dataset_->size(); }
   int64_t batches_per_epoch() const override { return sampler_.batches_per_epoch(); }
   std::unique_ptr<BatchStream> epoch(int64_t epoch) override;
+  logging::Json sample_metadata() const override;
   const data::CocoDataset& dataset() const { return *dataset_; }
 
  private:

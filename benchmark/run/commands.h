@@ -7,6 +7,7 @@
 //   predict  detections of trained weights on images (COCO results JSON + PNG)
 //   config   the resolved configuration of a system file, whole or key by key
 //   launch   the mpirun command of a system file (printed, or run)
+//   data     a COCO folder verified, its training index prepared, its training split read (data_command.cpp)
 #pragma once
 
 namespace mrcnn::run {
@@ -16,5 +17,6 @@ int eval_main(int argc, char** argv);
 int predict_main(int argc, char** argv);
 int config_main(int argc, char** argv);
 int launch_main(int argc, char** argv);
+int data_main(int argc, char** argv);
 
 }  // namespace mrcnn::run

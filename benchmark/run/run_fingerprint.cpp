@@ -70,6 +70,10 @@ void add_data_fingerprint(Json& fp, const config::SystemConfig& c, const std::st
   Json data{{"dir", c.run.data_dir},
             {"train_annotations", file(layout.annotation_file(c.data.train_split))},
             {"val_annotations", file(layout.annotation_file(c.data.val_split))},
+            // The prepared index, where there is one (the log's train_samples says whether it was read).
+            {"train_index", std::filesystem::exists(layout.index_file(c.data.train_split))
+                                ? file(layout.index_file(c.data.train_split))
+                                : Json(nullptr)},
             {"train_images", nullptr},
             {"val_images", nullptr}};
   try {

@@ -182,8 +182,8 @@ RunResult TimedRun::run() {
     if (train_->num_images() == 0 || train_->batches_per_epoch() == 0)
       throw DataError("the training data gives no batch to train on (" + std::to_string(train_->num_images()) + " images)");
     if (val_->num_images() == 0) throw DataError("the validation data has no image to evaluate");
-    mllog_.log(key::kTrainSamples, train_->num_images());
-    mllog_.log(key::kEvalSamples, val_->num_images());
+    mllog_.log(key::kTrainSamples, train_->num_images(), train_->sample_metadata());
+    mllog_.log(key::kEvalSamples, val_->num_images(), val_->sample_metadata());
     train_epochs(target_reached, status);
   } catch (...) {
     {

@@ -53,6 +53,8 @@ class DataSource {
   virtual int64_t num_images() const = 0;         // the whole set (train_samples / eval_samples)
   virtual int64_t batches_per_epoch() const = 0;  // this rank's batches in one epoch
   virtual std::unique_ptr<BatchStream> epoch(int64_t epoch) = 0;  // epoch is 1-based
+  // Metadata for the set's train_samples / eval_samples event (e.g. where it was read from).
+  virtual logging::Json sample_metadata() const { return logging::Json::object(); }
 };
 
 // A free-form log event after each epoch's validation inference: its wall time in seconds

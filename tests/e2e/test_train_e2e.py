@@ -1,7 +1,8 @@
 """End to end: `mlperf-maskrcnn train` on a tiny synthetic dataset.
 
 1. Two runs with the same seed and system give identical losses at every step and identical
-   eval_accuracy values (bit for bit on CPU).
+   eval_accuracy values (bit for bit on CPU): the first reads the training annotations from the
+   JSON, the second from the index `data prepare` wrote, and each log says which.
 2. A run resumed from the first epoch's checkpoint reproduces the uninterrupted run's later
    losses and accuracy exactly, and its log says it was resumed.
 3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
@@ -38,15 +39,25 @@ def main():
         # Unreachable targets: every run trains exactly two epochs and scores both.
         fixed = ["--set", "run.max_epochs=2", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
                  "--seed", "11"]
-        pa, a = train(data, tmp / "a", *fixed, "--set", "run.checkpoint_every_epoch=true")
+        pa, a = train(data, tmp / "a", *fixed, "--set", "run.checkpoint_every_epoch=true",
+                      "--set", 'data.annotation_source="json"')
         assert pa.returncode == 3, f"expected 'targets not reached' (3), got {pa.returncode}\n{pa.stderr[-3000:]}"
-        pb, b = train(data, tmp / "b", *fixed)
+        prep = env.run([env.mlperf_maskrcnn(), "data", "prepare", data, "--system", SYSTEM])
+        assert prep.returncode == 0 and (data / "annotations" / "instances_train2017.mrcnn-index").is_file(), \
+            prep.stdout + prep.stderr
+        pb, b = train(data, tmp / "b", *fixed)  # data.annotation_source "auto": the index
         assert pb.returncode == 3, pb.stderr[-3000:]
+        sources = []
+        for run in (a, b):
+            samples = [r for r in env.mllog_records(run / "mlperf_log.txt") if r["key"] == "train_samples"]
+            assert len(samples) == 1 and samples[0]["value"] == 24, samples
+            sources.append(samples[0]["metadata"]["annotations"])
+        assert sources == ["json", "index"], sources
         sa, sb = env.step_losses(a), env.step_losses(b)
         assert len(sa) >= 6 and sa == sb, f"losses differ between two runs with the same seed:\n{sa[:3]}\n{sb[:3]}"
         aa, ab = env.eval_accuracies(a), env.eval_accuracies(b)
         assert sorted(aa) == [1, 2] and aa == ab, (aa, ab)
-        print(f"same seed: {len(sa)} steps with identical losses, accuracies {aa}")
+        print(f"same seed, JSON and index: {len(sa)} steps with identical losses, accuracies {aa}")
 
         # Where run a's time to train went: the validation inference of each epoch, timed by the
         # run (log and metrics agree), and plot_run.py's breakdown, which adds up to the score.
@@ -94,6 +105,7 @@ def main():
         log = d / "mlperf_log.txt"
         text = log.read_text()
         assert '"status": "success"' in text
+        assert '"annotations": "index"' in text  # the checkers below accept the project's metadata
         ours = env.run([env.mlperf_maskrcnn(), "check", log])
         assert ours.returncode == 0, ours.stdout
         # The MLPerf targets were lowered: --strict points out the success without a target line.

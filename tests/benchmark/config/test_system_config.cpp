@@ -123,6 +123,12 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"run.max_epoch=3"}).find("--set run.max_epoch=3: unknown key 'run.max_epoch'"), std::string::npos);
   EXPECT_NE(error_of({"run.max_epochs=0"}).find("--set run.max_epochs=0: run.max_epochs: expected a value in [1, 100000], got 0"),
             std::string::npos);
+  // An image size no codec accepts is refused by name, before any allocation (100000 px would
+  // ask for 960 GB a sample).
+  EXPECT_NE(error_of({"data.min_size=100000"}).find("--set data.min_size=100000: data.min_size: expected a value in [1, 16384], got 100000"),
+            std::string::npos) << error_of({"data.min_size=100000"});
+  EXPECT_NE(error_of({"data.max_size=100000"}).find("data.max_size: expected a value in [0, 16384]"), std::string::npos);
+  EXPECT_NE(error_of({"data.annotation_source=\"binary\""}).find("data.annotation_source"), std::string::npos);
   EXPECT_NE(error_of({"run.max_epochs=\"ten\""}).find("run.max_epochs: expected an integer, got a string \"ten\""),
             std::string::npos);
   EXPECT_NE(error_of({"run.seed.x=1"}).find("--set run.seed.x=1: run.seed holds an integer"), std::string::npos);
