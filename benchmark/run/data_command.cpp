@@ -131,11 +131,11 @@ int prepare(int argc, char** argv) {
 int load(int argc, char** argv) {
   const CommandLine cl(argc, argv, {"--split", "--source", "--hold-until"}, {});
   const std::string root = folder_argument(cl);
+  if (const std::string s = cl.value("--source", "auto"); s != "auto" && s != "json" && s != "index")
+    throw ConfigError("--source must be auto, json or index, got '" + s + "'");
   SystemConfig cfg = cl.system_config();
   const std::string split = cl.value("--split", cfg.data.train_split);
   const std::string source = cl.value("--source", cfg.data.annotation_source);
-  if (source != "auto" && source != "json" && source != "index")
-    throw ConfigError("--source must be auto, json or index, got '" + source + "'");
   data::CocoDatasetOptions o = dataset_options(cfg, coco_layout(cfg, root), split, true, false);
   o.source = source;
   require_file(o.annotation_file, "annotation file");
