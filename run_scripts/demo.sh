@@ -19,7 +19,7 @@ took() { local now; now=$(date +%s); echo "[demo] $1 in $((now - phase)) s"; pha
 
 bash run_scripts/bootstrap.sh
 took "set up"
-echo "[demo] building mlperf-maskrcnn in $build (the first time: about 17 minutes on 2 cores, CUDA kernels included)"
+echo "[demo] building mlperf-maskrcnn in $build (the first time: about 17 minutes on 2 cores, CUDA kernels included; progress below)"
 bash run_scripts/configure_build.sh "$build"
 cmake --build "$build" -j "$(nproc)" --target mlperf-maskrcnn
 bin="$build/benchmark/mlperf-maskrcnn"

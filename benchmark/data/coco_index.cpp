@@ -248,6 +248,9 @@ void check_structure(const std::string& path, const CocoArrays& a) {
       a.poly_coords.empty() || a.instance_polys.front() != 0 || a.poly_coords.front() != 0 ||
       a.instance_polys.back() != static_cast<int64_t>(a.poly_coords.size()) - 1 || a.poly_coords.back() != a.num_coords())
     corrupt(path, "section sizes disagree");
+  const auto num_labels = static_cast<int64_t>(a.category_ids.size());
+  if (std::any_of(a.labels.begin(), a.labels.end(), [&](int64_t l) { return l < 1 || l > num_labels; }))
+    corrupt(path, "a label outside 1.." + std::to_string(num_labels));
   if (!std::is_sorted(a.instance_polys.begin(), a.instance_polys.end()) ||
       !std::is_sorted(a.poly_coords.begin(), a.poly_coords.end()))
     corrupt(path, "offsets not ascending");
