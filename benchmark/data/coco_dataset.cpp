@@ -2,18 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
-#include <numeric>
-#include <sstream>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "benchmark/data/coco_layout.h"
 #include "benchmark/data/image_codec.h"
 #include "benchmark/data/sampler.h"
 #include "eval/coco.h"
-#include "logging/progress.h"
 
 namespace mrcnn::data {
 

@@ -114,8 +114,9 @@ int prepare(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const data::IndexSource source = data::describe_source(json);  // before the parse: a later change shows
   const eval::Dataset coco = eval::load_dataset(json);
-  const data::CocoIndexOptions options{.remove_images_without_annotations = true,
-                                       .legacy_plus_one = cfg.data.transform.legacy_plus_one};
+  // The settings training will open the index with (one rule: CocoDataset's).
+  const data::CocoIndexOptions options =
+      data::CocoDataset::index_options(dataset_options(cfg, layout, split, true, false));
   const data::CocoArrays arrays = data::build_coco_arrays(coco, options, json, true);
   const double built = seconds_since(t0);
   data::write_coco_index(index, arrays, source);
