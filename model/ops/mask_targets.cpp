@@ -1,6 +1,7 @@
 // mask_targets: the MLPerf reference's polygon crop -> scale -> pycocotools rasterization, on the
 // CPU, parallel over proposals. Rasterization is eval/rle.h's pycocotools-exact rasterizer. With
-// proposals on a GPU: cuda/mask_targets_kernel.cu, the same masks bit for bit.
+// proposals on a GPU: cuda/mask_targets_kernel.cu, the same masks bit for bit. Under run.ops =
+// portable (implementation.h): portable/mask_targets.cpp.
 #include "model/ops/mask_targets.h"
 
 #include <ATen/ATen.h>
@@ -13,6 +14,9 @@
 #include <vector>
 
 #include "eval/rle.h"
+#include "model/ops/implementation.h"
+#include "model/ops/mask_targets_check.h"
+#include "model/ops/portable/portable.h"
 #ifdef MRCNN_HAVE_CUDA
 #include "model/ops/cuda/mask_targets_cuda.h"
 #endif
@@ -21,17 +25,11 @@ namespace mrcnn::ops {
 
 at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                         const at::Tensor& proposals, int64_t resolution) {
+  if (use_portable(proposals.device().type())) {
+    return portable::mask_targets(gt_polygons, matched_gt_index, proposals, resolution);
+  }
   constexpr const char* kOp = "mask_targets";
-  gt_polygons.check();
-  TORCH_CHECK(resolution > 0 && resolution <= 4096, kOp, ": resolution must be in [1, 4096], got ",
-              resolution);
-  TORCH_CHECK(matched_gt_index.dim() == 1 && !at::isFloatingType(matched_gt_index.scalar_type()),
-              kOp, ": matched_gt_index must be an integer tensor [K], got ",
-              matched_gt_index.scalar_type(), " ", matched_gt_index.sizes());
-  TORCH_CHECK(proposals.dim() == 2 && proposals.size(1) == 4 &&
-                  proposals.size(0) == matched_gt_index.size(0),
-              kOp, ": proposals must be [K, 4] with K = ", matched_gt_index.size(0), ", got ",
-              proposals.sizes());
+  detail::check_mask_targets_inputs(gt_polygons, matched_gt_index, proposals, resolution);
   const int64_t num = proposals.size(0);
   const int64_t m_size = resolution;
   if (proposals.is_cuda()) {
@@ -62,10 +60,10 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
   const int64_t num_instances = gt_polygons.num_instances();
 
   for (int64_t k = 0; k < num; ++k) {
-    TORCH_CHECK(mi[k] >= 0 && mi[k] < num_instances, kOp, ": matched_gt_index[", k, "] = ", mi[k],
-                " is not an instance of the image (it has ", num_instances, ")");
+    TORCH_CHECK(mi[k] >= 0 && mi[k] < num_instances,
+                detail::mask_targets_bad_instance(k, mi[k], num_instances));
     for (int j = 0; j < 4; ++j) {
-      TORCH_CHECK(std::isfinite(bx[4 * k + j]), kOp, ": proposals[", k, "] is not finite");
+      TORCH_CHECK(std::isfinite(bx[4 * k + j]), detail::mask_targets_non_finite(k));
     }
   }
   float* o = out.mutable_data_ptr<float>();

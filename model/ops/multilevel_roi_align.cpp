@@ -1,9 +1,12 @@
 // mrcnn::multilevel_roi_align: schema, dispatcher stub and torchvision's scale inference.
-// Kernels: cpu/, cuda/, autograd/, autocast/.
+// Kernels: cpu/, cuda/, autograd/, autocast/; portable/ where implementation.h chooses it.
 #include "model/ops/multilevel_roi_align.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include "model/ops/implementation.h"
+#include "model/ops/portable/portable.h"
 
 #include <cmath>
 
@@ -13,6 +16,10 @@ at::Tensor multilevel_roi_align(at::TensorList features, const at::Tensor& rois,
                                 int64_t output_size, int64_t sampling_ratio, bool aligned,
                                 at::ArrayRef<double> spatial_scales, int64_t canonical_scale,
                                 int64_t canonical_level) {
+  if (use_portable(rois.device().type())) {
+    return portable::multilevel_roi_align(features, rois, output_size, sampling_ratio, aligned,
+                                          spatial_scales, canonical_scale, canonical_level);
+  }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mrcnn::multilevel_roi_align", "")
                        .typed<decltype(multilevel_roi_align)>();
@@ -42,6 +49,9 @@ std::vector<double> infer_spatial_scales(at::TensorList features, int64_t image_
 
 at::Tensor map_rois_to_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
                               int64_t canonical_scale, int64_t canonical_level) {
+  if (use_portable(rois.device().type())) {
+    return portable::map_rois_to_levels(rois, k_min, k_max, canonical_scale, canonical_level);
+  }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mrcnn::map_rois_to_levels", "")
                        .typed<decltype(map_rois_to_levels)>();

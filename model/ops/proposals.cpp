@@ -1,8 +1,12 @@
-// mrcnn::generate_proposals: schema and the C++ entry point. Kernels: cpu/, cuda/.
+// mrcnn::generate_proposals: schema and the C++ entry point (or the portable composition,
+// implementation.h). Kernels: cpu/, cuda/, portable/.
 #include "model/ops/proposals.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include "model/ops/implementation.h"
+#include "model/ops/portable/portable.h"
 
 namespace mrcnn::ops {
 
@@ -18,6 +22,10 @@ Proposals generate_proposals(const std::vector<at::Tensor>& objectness,
                              const std::vector<at::Tensor>& box_deltas,
                              const std::vector<at::Tensor>& anchors,
                              const at::Tensor& image_sizes, const ProposalOptions& options) {
+  // (No level: the portable checks name the problem, the dispatcher could not.)
+  if (use_portable(objectness.empty() ? c10::DeviceType::CPU : objectness[0].device().type())) {
+    return portable::generate_proposals(objectness, box_deltas, anchors, image_sizes, options);
+  }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mrcnn::generate_proposals", "")
                        .typed<ProposalsOp>();

@@ -1,14 +1,22 @@
-// mrcnn::roi_align: schema and dispatcher stub. Kernels: cpu/, cuda/, autograd/, autocast/.
+// mrcnn::roi_align: schema and dispatcher stub (or the portable composition, implementation.h).
+// Kernels: cpu/, cuda/, autograd/, autocast/, portable/.
 #include "model/ops/roi_align.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include "model/ops/implementation.h"
+#include "model/ops/portable/portable.h"
 
 namespace mrcnn::ops {
 
 at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                      int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                      bool aligned) {
+  if (use_portable(input.device().type())) {
+    return portable::roi_align(input, rois, spatial_scale, pooled_height, pooled_width,
+                               sampling_ratio, aligned);
+  }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mrcnn::roi_align", "")
                        .typed<decltype(roi_align)>();

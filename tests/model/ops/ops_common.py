@@ -18,7 +18,29 @@ LIB = os.path.join(BUILD_DIR, "model", "libmrcnn_ops.so")
 if not os.path.exists(LIB):
     sys.exit(f"{LIB} does not exist: build the mrcnn_ops target first")
 torch.ops.load_library(LIB)
-ops = torch.ops.mrcnn
+
+# MRCNN_OPS=portable runs the same checks against the portable ATen compositions
+# (model/ops/portable, registered as mrcnn_portable::<op> with the native ops' schemas); the ops
+# that have no native kernel (box coder, matcher, ...) are the same either way.
+IMPLEMENTATION = os.environ.get("MRCNN_OPS", "native")
+if IMPLEMENTATION not in ("native", "portable"):
+    sys.exit(f"MRCNN_OPS must be native or portable, got {IMPLEMENTATION!r}")
+PORTABLE_OPS = frozenset({
+    "roi_align", "multilevel_roi_align", "map_rois_to_levels", "nms", "batched_nms",
+    "generate_proposals", "mask_targets", "paste_masks_in_image", "paste_masks_in_image_binary"})
+
+
+class _PortableOps:
+    """torch.ops.mrcnn with the portable twin of every op that has one."""
+
+    def __getattr__(self, name):
+        if name in PORTABLE_OPS:
+            return getattr(torch.ops.mrcnn_portable, name)
+        return getattr(torch.ops.mrcnn, name)
+
+
+ops = torch.ops.mrcnn if IMPLEMENTATION == "native" else _PortableOps()
+PORTABLE = IMPLEMENTATION == "portable"
 
 # LibTorch starts with one intra-op thread; the checks use two (the cores of the CI machine).
 torch.set_num_threads(2)
