@@ -23,6 +23,9 @@ constexpr const char* kIntraOpThreads =
     "differ within the first steps";
 constexpr const char* kRankLayout = "another rank layout: gradients are summed in another order over other data shards";
 constexpr const char* kLoaderThreads = "measured: the loader's thread count does not change the result (batches keep their order)";
+constexpr const char* kOps =
+    "the portable ops (ATen compositions) sum RoIAlign's samples in another order than the native kernels: "
+    "values differ by rounding from the first step";
 constexpr const char* kEvalThreads = "measured: the evaluator's thread count does not change the result";
 
 // What each fingerprint field means for the numbers, longest prefix first within a group.
@@ -47,6 +50,7 @@ constexpr Rule kFingerprintRules[] = {
     {"threads.", false, "does not change the arithmetic of a step"},
     {"ranks.", true, kRankLayout},
     {"settings.deterministic", true, "nondeterministic kernels in a run: even identical setups may differ"},
+    {"settings.ops", true, kOps},
     {"settings.", true, "another numeric setting: values differ"},
     {"data.train_annotations.sha256", true, "different training annotations: different runs"},
     {"data.val_annotations.sha256", true, "different validation annotations: different accuracies"},
@@ -78,6 +82,8 @@ constexpr Rule kConfigRules[] = {
     {"launch.collective_timeout_s", false, "how long a rank waits for a dead peer does not change the arithmetic"},
     {"launch.sbatch_args", false, "scheduler options do not change the arithmetic"},
     {"launch.host_memory", false, "whether freed host memory is kept or handed back does not change the arithmetic"},
+    {"run.ops", true, kOps},
+    {"launch.backend_library", true, "another vendor bridge runs the device's kernels: values may differ"},
     {"launch.overlap_allreduce", true,
      "other gradient buckets: identical sums with 2 ranks, another summation order with more"},
     {"launch.threads_per_rank", true,

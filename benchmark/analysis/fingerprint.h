@@ -4,11 +4,13 @@
 //   {"format": 1,
 //    "config_sha256": ..., "seed": N,
 //    "binary":    {"path", "sha256", "version", "git_commit", "git_dirty", "compiler", "build_type"},
-//    "libraries": {"libtorch", "cuda", "cudnn", "nccl", "mpi", "aten_cpu_capability", ...},
+//    "libraries": {"libtorch", "cuda", "cudnn", "nccl", "mpi", "aten_cpu_capability", ...,
+//                  "backend_library": {"path", "bytes", "sha256"} or null},
 //    "host":      {"hostname", "os", "cpu_model", "cpu_flags", "logical_cpus", "gpus", "gpu_driver"},
 //    "threads":   {"intra_op", "inter_op", "loader", "eval"},
 //    "ranks":     {"world_size", "nodes", "ranks_per_node", "communicator", "device"},
-//    "settings":  {"deterministic", "precision", "channels_last"},
+//    "settings":  {"deterministic", "ops", "ops_resolved" (native | portable), "precision",
+//                  "channels_last"},
 //    "data":      {"dir", "train_annotations": {"path", "bytes", "sha256"}, "val_annotations": {...},
 //                  "train_images", "val_images"}}
 //

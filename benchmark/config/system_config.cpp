@@ -49,6 +49,7 @@ void fields(V& v, LaunchSettings& l) {
   v("mpirun_args", l.mpirun_args);
   v("sbatch_args", l.sbatch_args);
   v("nccl_net_plugin_dir", l.nccl_net_plugin_dir);
+  v("backend_library", l.backend_library);
   v("collective_timeout_s", l.collective_timeout_s, {.range = {.min = 1, .max = 86400}});
   v("overlap_allreduce", l.overlap_allreduce);
   v("host_memory", l.host_memory, {.allowed = {"retain", "system"}});
@@ -57,6 +58,7 @@ void fields(V& v, LaunchSettings& l) {
 template <class V>
 void fields(V& v, RunSettings& s) {
   v("device", s.device, {.required = true});
+  v("ops", s.ops, {.allowed = {"native", "portable", "auto"}});
   v("precision", s.precision, {.required = true});
   v("channels_last", s.channels_last);
   v("seed", s.seed, {.range = {.min = 0, .max = 4294967295.0}, .required = true});
@@ -270,6 +272,20 @@ model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) 
   return m;
 }
 
+// The device names a run accepts: cpu, or a LibTorch device type with an optional index.
+bool known_device(const std::string& device) {
+  if (device == "cpu" || device == "mps") return true;
+  for (const std::string type : {"cuda", "hpu", "xpu"}) {
+    if (device == type) return true;
+    if (device.starts_with(type + ":")) {
+      const std::string index = device.substr(type.size() + 1);
+      return !index.empty() && index.size() <= 4 &&
+             index.find_first_not_of("0123456789") == std::string::npos;
+    }
+  }
+  return false;
+}
+
 [[noreturn]] void fail_at(const SystemConfig& c, const std::string& path, const std::string& problem) {
   throw ConfigError(c.source(path) + ": " + path + ": " + problem);
 }
@@ -277,8 +293,15 @@ model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) 
 // Checks that need more than one key.
 void validate(const SystemConfig& c) {
   const std::string& device = c.run.device;
-  if (device != "cpu" && device != "cuda" && !device.starts_with("cuda:") && device != "hpu")
-    fail_at(c, "run.device", "expected \"cpu\", \"cuda\", \"cuda:N\" or \"hpu\", got \"" + device + "\"");
+  if (!known_device(device))
+    fail_at(c, "run.device",
+            "expected \"cpu\", \"cuda\", \"cuda:N\", \"hpu\", \"hpu:N\", \"xpu\", \"xpu:N\" or \"mps\", got \"" +
+                device + "\"");
+  const bool native_device = device == "cpu" || device.starts_with("cuda");
+  if (c.run.ops == "native" && !native_device)
+    fail_at(c, "run.ops",
+            "\"native\" kernels exist for the CPU and NVIDIA GPUs only; " + device +
+                " needs \"portable\" (or \"auto\", which picks it)");
   if (c.run.precision == model::Precision::kFloat16 && !device.starts_with("cuda"))
     fail_at(c, "run.precision", "fp16 (with loss scaling) is for CUDA devices; use bf16 on " + device);
   // bf16 on CUDA: autocast bfloat16, no loss scaling (Ampere and newer; a V100 emulates it slowly).

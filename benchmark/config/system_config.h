@@ -56,6 +56,10 @@ struct LaunchSettings {
   // A folder holding NCCL's network plugin (libnccl-net.so, e.g. aws-ofi-nccl for EFA): put
   // first on every rank's library path, and required to exist when the ranks are started.
   std::string nccl_net_plugin_dir;
+  // A shared library loaded (RTLD_GLOBAL) when a rank starts, before the device is used: the
+  // vendor's LibTorch bridge that registers run.device (Gaudi: Intel's libhabana_pytorch_plugin.so,
+  // which registers "hpu"). "" loads nothing.
+  std::string backend_library;
   // A collective that waits longer than this for the other ranks ends its rank (and so the job):
   // a hung or dead peer must not hold the others forever.
   double collective_timeout_s = 900;
@@ -69,7 +73,11 @@ struct LaunchSettings {
 };
 
 struct RunSettings {
-  std::string device = "cpu";  // cpu | cuda | cuda:N | hpu
+  // cpu | cuda | cuda:N (NVIDIA, or AMD under a ROCm LibTorch) | hpu | hpu:N | xpu | xpu:N | mps
+  std::string device = "cpu";
+  // The custom ops (model/ops/implementation.h): native kernels, portable ATen compositions, or
+  // auto (native where the device has them: the CPU, NVIDIA GPUs; portable elsewhere).
+  std::string ops = "auto";
   // fp32 | bf16 (CPU, HPU: autocast bfloat16) | fp16 (CUDA: autocast float16 with loss scaling)
   model::Precision precision = model::Precision::kFloat32;
   bool channels_last = false;

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "benchmark/run/coco_results.h"
+#include "benchmark/run/device_backend.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/host_memory.h"
 #include "benchmark/run/launch_plan.h"
@@ -19,6 +20,7 @@
 #include "logging/console.h"
 #include "model/safetensors.h"
 #include "model/seeding.h"
+#include "model/ops/implementation.h"
 #include "model/weights.h"
 
 namespace mrcnn::run {
@@ -28,8 +30,8 @@ using config::ConfigError;
 
 c10::Device device_of(const SystemConfig& c, int local_rank) {
   c10::Device device(c.run.device);
-  if (device.is_cuda() && !device.has_index())
-    device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(accelerator_of(c, local_rank)));
+  if ((device.is_cuda() || device.is_xpu()) && !device.has_index())
+    device = c10::Device(device.type(), static_cast<c10::DeviceIndex>(accelerator_of(c, local_rank)));
   return device;
 }
 
@@ -43,7 +45,9 @@ std::string cublas_workspace_for_determinism(const char* current) {
 }
 
 void apply_launch_settings(const SystemConfig& c, int local_rank) {
+  load_backend_library(c);  // the device's bridge (check_inputs has checked it registers the device)
   at::set_num_threads(static_cast<int>(c.launch.threads_per_rank));
+  ops::set_implementation(ops::parse_implementation(c.run.ops));
   if (!apply_host_memory(host_memory_from_string(c.launch.host_memory)))
     logging::warn("launch.host_memory \"" + c.launch.host_memory +
                   "\" cannot be applied with this C library: freed host memory goes back to the system");
@@ -71,15 +75,7 @@ void check_inputs(const SystemConfig& c) {
     require_path(layout.image_dir(split).string(), true, "dataset image folder", hint);
   }
   if (!c.run.initial_weights.empty()) require_path(c.run.initial_weights, false, "initial weights");
-  if (c.run.device != "cpu") {
-    const c10::Device dev(c.run.device);  // throws on a malformed device string
-    if (dev.is_cuda() && !at::hasCUDA())
-      throw ConfigError(c.source("run.device") + ": run.device: " + c.run.device +
-                        " requested, but no CUDA device is available");
-    if (dev.type() == c10::kHPU)
-      throw ConfigError(c.source("run.device") +
-                        ": run.device: hpu needs a LibTorch built with the Habana bridge; this one has none");
-  }
+  require_device_backend(c);
 }
 
 data::CocoLayout coco_layout(const SystemConfig& c, const std::string& data_dir) {

@@ -28,18 +28,20 @@ namespace mrcnn::run {
 
 using config::SystemConfig;
 
-// run.device; "cuda" without an index is the GPU of the rank's index on its node.
+// run.device; "cuda" (or "xpu") without an index is the GPU of the rank's index on its node.
 c10::Device device_of(const SystemConfig& config, int local_rank = 0);
 
 // The process settings, applied by every command before its first kernel:
+// - launch.backend_library loaded (run/device_backend.h; check_inputs checks that it registers
+//   run.device) and run.ops chosen for the custom ops (model/ops/implementation.h);
 // - launch: LibTorch's intra-op threads (threads_per_rank) and what happens to freed host memory
 //   (host_memory, run/host_memory.h; a warning where the C library cannot retain it);
 // - run.deterministic: LibTorch's deterministic algorithms, cuDNN's deterministic kernels with its
 //   autotuner off, and for a CUDA device cuBLAS's deterministic workspace
 //   (CUBLAS_WORKSPACE_CONFIG, see cublas_workspace_for_determinism);
 // - a CUDA device: the process's current GPU is the one device_of() gives the rank.
-// Throws ConfigError when the environment holds a CUBLAS_WORKSPACE_CONFIG that cuBLAS does not make
-// deterministic.
+// Throws ConfigError when the backend library cannot be loaded, or when the environment holds a
+// CUBLAS_WORKSPACE_CONFIG that cuBLAS does not make deterministic.
 void apply_launch_settings(const SystemConfig& config, int local_rank = 0);
 
 // The CUBLAS_WORKSPACE_CONFIG a deterministic CUDA run sets, given the environment's value

@@ -4,11 +4,13 @@
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/Device.h>
 #include <torch/headeronly/version.h>
 
 #include "benchmark/analysis/run_record.h"
 #include "benchmark/comm/communicator.h"
 #include "benchmark/data/coco_layout.h"
+#include "model/ops/implementation.h"
 
 namespace mrcnn::run {
 
@@ -39,7 +41,10 @@ Json run_fingerprint(const config::SystemConfig& c, int world_size) {
                          {"openmp", at::get_openmp_version()},
                          {"cuda_runtime", has_cuda ? cuda_version(cuda.versionCUDART()) : ""},
                          {"cudnn", has_cuda ? cudnn_version(cuda.versionCuDNN()) : ""},
-                         {"communicators", comm::available_backends()}}},
+                         {"communicators", comm::available_backends()},
+                         {"backend_library", c.launch.backend_library.empty()
+                                                 ? Json(nullptr)
+                                                 : analysis::file_fingerprint(c.launch.backend_library)}}},
           {"host", analysis::host_fingerprint()},
           {"threads", {{"intra_op", at::get_num_threads()},
                        {"inter_op", at::get_num_interop_threads()},
@@ -51,6 +56,9 @@ Json run_fingerprint(const config::SystemConfig& c, int world_size) {
                      {"communicator", c.launch.communicator},
                      {"device", c.run.device}}},
           {"settings", {{"deterministic", c.run.deterministic},
+                        {"ops", c.run.ops},
+                        {"ops_resolved", ops::resolved_implementation(ops::parse_implementation(c.run.ops),
+                                                                      c10::Device(c.run.device).type())},
                         {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()},
                         {"precision", c.resolved["run"].value("precision", "")},
                         {"channels_last", c.run.channels_last}}},

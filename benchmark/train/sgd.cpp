@@ -30,7 +30,9 @@ bool Sgd::is_bias(const std::string& name) { return name.ends_with("bias"); }
 void Sgd::step(double lr, const at::Tensor& found_inf) {
   at::NoGradGuard no_grad;
   bool fused = kernel_ == Kernel::kFused;
-  if (kernel_ == Kernel::kAuto && !params_.empty()) fused = !params_.front().tensor.is_cpu();
+  // Auto: fused where LibTorch's fused SGD is known to run (CUDA); multi-tensor ops elsewhere
+  // (the CPU, and hpu/xpu/mps, whose bridges may lack the fused kernel).
+  if (kernel_ == Kernel::kAuto && !params_.empty()) fused = params_.front().tensor.is_cuda();
   if (!fused && found_inf.defined() && found_inf.item<float>() != 0) return;
   std::optional<at::Tensor> skip;
   if (found_inf.defined()) skip = found_inf;

@@ -46,7 +46,7 @@ class Sgd {
   // the fused kernel skips on exactly 1): where it is 1 the parameters and momentum buffers stay
   // as they are, decided on the device.
   void step(double lr, const at::Tensor& found_inf = {});
-  // The kernel: kAuto is kFused off the CPU and kForeach on it. kFused is LibTorch's fused SGD,
+  // The kernel: kAuto is kFused on CUDA and kForeach elsewhere. kFused is LibTorch's fused SGD,
   // one launch per group, skipping on the device; kForeach is the per-tensor arithmetic as
   // multi-tensor operations, bit-identical to the per-parameter update, reading the flag on the
   // host (free on the CPU). The fused CPU kernel rounds the elements past its last full vector

@@ -7,6 +7,9 @@ namespace mrcnn::ops {
 at::Tensor copy_to_device_async(const at::Tensor& host, c10::Device device) {
   TORCH_CHECK(host.is_cpu(), "copy_to_device_async: expected a host tensor, got one on ", host.device());
   if (device.is_cpu()) return host;
+  // Page-locked staging is CUDA's (LibTorch's pinned allocator belongs to the CUDA hooks); other
+  // devices (hpu, xpu, mps) get a plain copy, which their bridges stage themselves.
+  if (!device.is_cuda()) return host.to(device);
   // pin_memory() copies into a block of LibTorch's pinned allocator, which records the copy's
   // stream and reuses the block only after the copy has run.
   const at::Tensor pinned = host.is_pinned() ? host : host.contiguous().pin_memory();

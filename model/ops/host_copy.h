@@ -14,7 +14,7 @@ namespace mrcnn::ops {
 
 // `host` (a CPU tensor; contiguous or not) on `device`: on a CUDA device copied through
 // page-locked memory with non_blocking (the staging buffer is held by the allocator until the
-// copy has run); on the CPU the tensor itself. Throws c10::Error if `host` is not on the CPU.
+// copy has run); on another device a plain copy; on the CPU the tensor itself. Throws c10::Error if `host` is not on the CPU.
 at::Tensor copy_to_device_async(const at::Tensor& host, c10::Device device);
 
 }  // namespace mrcnn::ops

@@ -59,6 +59,28 @@ def main():
         expect_refused("--set on a missing section", ["--system", _without(tmp, "run"), "--out", out,
                                                       "--set", "run.seed=3"], 'no "run" section', out)
 
+        # A device without a backend in this process, before anything is written (issue: Gaudi's path).
+        out_dev = tmp / "out-device"
+        dev_base = ["--system", SYSTEM, "--out", out_dev, "--set", f'run.data_dir="{data}"']
+        for dev, hint in (("hpu", "libhabana_pytorch_plugin.so"), ("xpu", "XPU support"), ("mps", "Apple silicon")):
+            expect_refused(f"device {dev} without backend", dev_base + ["--set", f'run.device="{dev}"'],
+                           f"run.device: {dev}: no backend for '{dev}' is registered in this process; ", out_dev)
+            assert hint in _refusal(dev_base + ["--set", f'run.device="{dev}"']), dev
+        expect_refused("native ops on hpu", dev_base + ["--set", 'run.device="hpu"', "--set", 'run.ops="native"'],
+                       "run.ops: \"native\" kernels exist for the CPU and NVIDIA GPUs only", out_dev)
+        expect_refused("unknown device", dev_base + ["--set", 'run.device="tpu"'], 'got \"tpu\"', out_dev)
+        missing_lib = tmp / "no-such-bridge.so"
+        expect_refused("backend library missing", dev_base + ["--set", 'run.device="hpu"', "--set",
+                                                          f'launch.backend_library="{missing_lib}"'],
+                       f"launch.backend_library: {missing_lib}: cannot be loaded: ", out_dev)
+        # A real shared library that registers no device: loaded, then the device is still refused.
+        libz = next(p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1")
+                    if pathlib.Path(p).exists())
+        expect_refused("backend library without hpu", dev_base + ["--set", 'run.device="hpu"', "--set",
+                                                              f'launch.backend_library="{libz}"'],
+                       f"(launch.backend_library {libz} was loaded but registered none)", out_dev)
+        assert not out_dev.exists(), f"a refused device left {sorted(out_dev.rglob('*'))}"
+
         a_file = tmp / "a-file"
         a_file.write_text("keep me")
         expect_refused("output folder is a file", base + ["--out", a_file], f"run.output_dir {a_file} is a file, not a folder", a_file.parent / "none")
@@ -90,6 +112,10 @@ def main():
         assert [r["key"] for r in records].count("run_start") == 1
         assert not (run / "model.safetensors").exists(), "weights saved from an aborted run"
         print(f"{'corrupt image mid-run':28s} -> exit 1, run_stop aborted, {victim.name} named")
+
+
+def _refusal(cmd):
+    return env.run([env.mlperf_maskrcnn(), "train", *cmd]).stderr
 
 
 def expect_unusable(tmp, data, name, split, edit, needle):

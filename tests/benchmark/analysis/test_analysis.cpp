@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -220,6 +221,25 @@ TEST(Audit, SeedsAreNamedFirstAndExplainTheDifference) {
   EXPECT_EQ(r.setup[1].what, "threads.intra_op");
   EXPECT_TRUE(r.setup[1].changes_results);
   EXPECT_EQ(r.headline.rfind("differ in setup: seed 1 vs 2", 0), 0u) << r.headline;
+}
+
+TEST(Audit, PortableOpsAreNamedAsChangingResults) {
+  RunRecord a = run_with(1, {3.0, 2.5}, {0.1});
+  a.fingerprint["settings"] = {{"ops", "auto"}, {"ops_resolved", "native"}};
+  RunRecord b = run_with(1, {3.0, 2.5000001}, {0.1});
+  b.fingerprint["settings"] = {{"ops", "portable"}, {"ops_resolved", "portable"}};
+  const AuditResult r = audit_runs(a, b);
+  EXPECT_EQ(r.verdict, AuditResult::Verdict::kSetupDiffers) << r.headline;
+  std::vector<std::string> named;
+  for (const SetupDifference& d : r.setup) {
+    named.push_back(d.what);
+    if (d.what.rfind("settings.ops", 0) == 0) {
+      EXPECT_TRUE(d.changes_results) << d.what;
+      EXPECT_NE(d.consequence.find("portable ops"), std::string::npos) << d.consequence;
+    }
+  }
+  EXPECT_NE(std::find(named.begin(), named.end(), "settings.ops"), named.end());
+  EXPECT_NE(std::find(named.begin(), named.end(), "settings.ops_resolved"), named.end());
 }
 
 TEST(Audit, AccuracyAndOutcomeDifferencesCount) {

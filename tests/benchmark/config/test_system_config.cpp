@@ -129,6 +129,18 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
             std::string::npos) << error_of({"data.min_size=100000"});
   EXPECT_NE(error_of({"data.max_size=100000"}).find("data.max_size: expected a value in [0, 16384]"), std::string::npos);
   EXPECT_NE(error_of({"data.annotation_source=\"binary\""}).find("data.annotation_source"), std::string::npos);
+  // run.ops and the device names: every LibTorch device a comparison needs, native ops where they exist.
+  EXPECT_NE(error_of({"run.ops=\"fast\""}).find("run.ops"), std::string::npos);
+  for (const char* dev : {"cpu", "cuda", "cuda:1", "hpu", "hpu:0", "xpu", "xpu:3", "mps"})
+    EXPECT_EQ(error_of({std::string("run.device=\"") + dev + "\"", "run.ops=\"portable\""}), "") << dev;
+  for (const char* dev : {"tpu", "cuda:", "hpu:x", "gpu", "mps:0"})
+    EXPECT_NE(error_of({std::string("run.device=\"") + dev + "\""}).find("run.device: expected \"cpu\""), std::string::npos)
+        << dev;
+  EXPECT_NE(error_of({"run.device=\"hpu\"", "run.ops=\"native\""})
+                .find("run.ops: \"native\" kernels exist for the CPU and NVIDIA GPUs only; hpu needs \"portable\""),
+            std::string::npos);
+  EXPECT_EQ(error_of({"run.device=\"hpu\""}), "");  // auto: portable there
+  EXPECT_EQ(load_system_config(kSystems + "habana-gaudi2-hls.json", {}).run.ops, "portable");
   EXPECT_NE(error_of({"run.max_epochs=\"ten\""}).find("run.max_epochs: expected an integer, got a string \"ten\""),
             std::string::npos);
   EXPECT_NE(error_of({"run.seed.x=1"}).find("--set run.seed.x=1: run.seed holds an integer"), std::string::npos);

@@ -1,0 +1,69 @@
+#include "benchmark/run/device_backend.h"
+
+#include <ATen/Context.h>
+#include <c10/core/Device.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <dlfcn.h>
+
+#include "model/ops/implementation.h"
+
+namespace mrcnn::run {
+
+using config::ConfigError;
+
+void load_backend_library(const config::SystemConfig& c) {
+  const std::string& path = c.launch.backend_library;
+  if (path.empty()) return;
+  if (::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    const char* why = ::dlerror();
+    throw ConfigError(c.source("launch.backend_library") + ": launch.backend_library: " + path +
+                      ": cannot be loaded: " + (why ? why : "unknown dlopen error"));
+  }
+}
+
+bool has_device_backend(c10::DeviceType type) {
+  return type == c10::DeviceType::CPU || c10::impl::hasDeviceGuardImpl(type);
+}
+
+std::string backend_hint(c10::DeviceType type) {
+  switch (type) {
+    case c10::DeviceType::HPU:
+      return "install Intel Gaudi's PyTorch bridge (habana_frameworks, SynapseAI) and set "
+             "launch.backend_library to its libhabana_pytorch_plugin.so";
+    case c10::DeviceType::XPU:
+      return "use a LibTorch built with XPU support (Intel's oneAPI), or set launch.backend_library "
+             "to the library that registers it";
+    case c10::DeviceType::MPS:
+      return "use a LibTorch for macOS on Apple silicon, which has the MPS backend";
+    case c10::DeviceType::CUDA:
+      return "use a LibTorch built with CUDA (NVIDIA) or ROCm (AMD)";
+    default:
+      return "use a LibTorch with a backend for it, or set launch.backend_library to the library "
+             "that registers it";
+  }
+}
+
+void require_device_backend(const config::SystemConfig& c) {
+  load_backend_library(c);
+  const std::string where = c.source("run.device") + ": run.device: " + c.run.device;
+  c10::DeviceType type = c10::DeviceType::CPU;
+  try {
+    type = c10::Device(c.run.device).type();
+  } catch (const std::exception&) {
+    throw ConfigError(where + ": not a LibTorch device name");
+  }
+  if (!has_device_backend(type)) {
+    std::string msg = where + ": no backend for '" + c10::DeviceTypeName(type, true) +
+                      "' is registered in this process; " + backend_hint(type);
+    if (!c.launch.backend_library.empty())
+      msg += " (launch.backend_library " + c.launch.backend_library + " was loaded but registered none)";
+    throw ConfigError(msg);
+  }
+  if (type == c10::DeviceType::CUDA && !at::hasCUDA())
+    throw ConfigError(where + " requested, but no CUDA device is available");
+  if (c.run.ops == "native" && !ops::has_native_kernels(type))
+    throw ConfigError(c.source("run.ops") + ": run.ops: \"native\": this build has no native kernels for " +
+                      c.run.device + "; use \"portable\" (or \"auto\", which picks it)");
+}
+
+}  // namespace mrcnn::run
