@@ -29,6 +29,9 @@
 // parameter, lr 0.002; as the harness's trainer with results_every > 1, a step reads nothing back
 // (the float16 skip and the loss scale's update are decided on the device; train::LossScaler,
 // torchvision's side: GradScaler, whose step reads its overflow flag).
+// --mrcnn_ops=native|portable|auto (both modes; default auto, which is native on the CPU): which
+// implementation of the custom ops runs (model/ops/implementation.h, the harness's run.ops), set
+// process-wide before the model is built; the report names it ("ops", resolved on the device).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -60,6 +63,7 @@
 #include "benchmark/train/sync_counter.h"
 #include "model/flop_count.h"
 #include "model/mask_rcnn.h"
+#include "model/ops/implementation.h"
 #include "model/options_json.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -412,6 +416,7 @@ int drive(const std::map<std::string, std::string>& flags) {
                            {"device", device.str()},
                            {"precision", to_string(run_options.precision)},
                            {"channels_last", run_options.channels_last},
+                           {"ops", mrcnn::ops::resolved_implementation(mrcnn::ops::implementation(), device.type())},
                            {"syncs_per_step", t.syncs}};
   if (device.is_cuda()) report["peak_gpu_mb"] = peak_gpu_mb;
   if (flags.count("flops")) {
@@ -453,6 +458,7 @@ int main(int argc, char** argv) {
     const std::string host_memory = flags.count("host_memory") ? flags["host_memory"] : "retain";
     if (!mrcnn::run::apply_host_memory(mrcnn::run::host_memory_from_string(host_memory)))
       std::fprintf(stderr, "bench_model_train_step: host memory \"%s\" not applied (not glibc)\n", host_memory.c_str());
+    if (flags.count("ops")) mrcnn::ops::set_implementation(mrcnn::ops::parse_implementation(flags["ops"]));
     if (flags.count("case")) return drive(flags);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_model_train_step: error: %s\n", e.what());
@@ -473,7 +479,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "WARNING: assertions are enabled (no NDEBUG): timings may be pessimistic\n");
 #endif
   if (g_threads < 2) std::fprintf(stderr, "WARNING: one intra-op thread\n");
-  std::fprintf(stderr, "mrcnn: %d intra-op threads, LibTorch %s\n", g_threads, TORCH_VERSION);
+  std::fprintf(stderr, "mrcnn: %d intra-op threads, LibTorch %s, ops %s\n", g_threads, TORCH_VERSION,
+               mrcnn::ops::resolved_implementation(mrcnn::ops::implementation(), c10::DeviceType::CPU).c_str());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

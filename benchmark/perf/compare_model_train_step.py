@@ -35,10 +35,16 @@ torchvision, train::SyncCounter for ours; the mode costs host time per sync, so 
 without it).
 --batch N sets the images per step; --channels-last 0|1 sets our layout switch and torchvision's
 memory format (default: on for both on a GPU; ours only on the CPU, as before).
+--ops native|portable|auto|both: which implementation of the custom ops our side runs (the driver's
+--mrcnn_ops, model/ops/implementation.h; default auto: native where the device has the kernels).
+With both, ours runs twice per repetition, native then portable (each its own process, after
+torchvision's), and portable/native is reported besides; --no-peer leaves torchvision's side out
+(then only ours is timed, e.g. native against portable).
 
 Usage: compare_model_train_step.py [--config full|small|both] [--reps N] [--steps N] [--warmup N]
            [--threads N] [--host-memory retain|system] [--build DIR] [--lock] [--json OUT]
            [--device cpu|cuda] [--precision fp32|bf16|fp16] [--batch N] [--channels-last 0|1]
+           [--ops native|portable|auto|both] [--no-peer]
 """
 import argparse
 import contextlib
@@ -348,6 +354,19 @@ def memory_mb(report):
     return report.get("peak_gpu_mb", report["peak_rss_mb"])
 
 
+def our_sides(args):
+    """Our sides: "ours" (--ops; native with both) and, with --ops both, "ours_portable"."""
+    return ["ours", "ours_portable"] if getattr(args, "ops", "auto") == "both" else ["ours"]
+
+
+def our_ops(side, args):
+    """The driver's --mrcnn_ops for one of our sides."""
+    ops = getattr(args, "ops", "auto")
+    if side == "ours_portable":
+        return "portable"
+    return "native" if ops == "both" else ops
+
+
 def run_side(side, case, args, steps, warmup, trace=None):
     report = case / f"report_{side}.json"
     host_memory = getattr(args, "host_memory", "retain")
@@ -364,7 +383,8 @@ def run_side(side, case, args, steps, warmup, trace=None):
         cmd = [str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_steps={steps}",
                f"--mrcnn_warmup={warmup}", f"--mrcnn_threads={args.threads}",
                f"--mrcnn_report={report}", f"--mrcnn_host_memory={host_memory}",
-               f"--mrcnn_device={args.device}", f"--mrcnn_precision={args.precision}"]
+               f"--mrcnn_device={args.device}", f"--mrcnn_precision={args.precision}",
+               f"--mrcnn_ops={our_ops(side, args)}"]
         if args.channels_last is not None:
             cmd.append(f"--mrcnn_channels_last={args.channels_last}")
         if args.cuda_graphs:
@@ -441,10 +461,11 @@ def compare(name, cfg, args, workdir):
     reps = args.reps or cfg["reps"]
     steps = args.steps or cfg["steps"]
     warmup = args.warmup if args.warmup is not None else cfg["warmup"]
-    runs = {"torchvision": [], "ours": []}
+    sides = ([] if args.no_peer else ["torchvision"]) + our_sides(args)
+    runs = {side: [] for side in sides}
     for rep in range(reps):
         with cpu_lock(args.lock):
-            for side in ("torchvision", "ours"):
+            for side in sides:
                 runs[side].append(run_side(side, case, args, steps, warmup))
                 r = runs[side][-1]
                 print(f"  [{name} rep {rep + 1}/{reps}] {side:11s} step "
@@ -452,13 +473,14 @@ def compare(name, cfg, args, workdir):
                       f"{memory_mb(r):7.0f} MB  syncs/step {r.get('syncs_per_step', [])}", flush=True)
     traces = {}
     with cpu_lock(args.lock):
-        for side in ("torchvision", "ours"):
+        for side in sides:
             traces[side] = case / f"trace_{side}.json"
             run_side(side, case, args, 1, 1, trace=traces[side])
     result = {"config": cfg, "reps": reps, "steps_per_rep": steps, "warmup": warmup,
               "device": args.device, "precision": args.precision,
               "channels_last": {"ours": args.channels_last or "options", "torchvision": tv_channels_last(args)},
-              "cuda_graph_shapes": {"ours": args.cuda_graphs, "torchvision": 0}}
+              "cuda_graph_shapes": {"ours": args.cuda_graphs, "torchvision": 0},
+              "ops": {side: our_ops(side, args) for side in our_sides(args)}}
     for side, rs in runs.items():
         step = statistics.median([statistics.median(r["step_seconds"]) for r in rs])
         result[side] = {"step_seconds": step, "images_per_second": cfg["images"] / step,
@@ -468,43 +490,71 @@ def compare(name, cfg, args, workdir):
                         "syncs_per_step": statistics.median(s for r in rs for s in r.get("syncs_per_step", [0])),
                         "all_step_seconds": [r["step_seconds"] for r in rs]}
         result[side]["scopes"], result[side]["autograd"] = breakdown(traces[side])
-    t, o = result["torchvision"], result["ours"]
-    result["speedup"] = o["images_per_second"] / t["images_per_second"]
-    result["peak_rss_ratio"] = o["peak_rss_mb"] / t["peak_rss_mb"]
-    result["peak_memory_ratio"] = o["peak_memory_mb"] / t["peak_memory_mb"]
+    o = result["ours"]
+    if "torchvision" in result:
+        t = result["torchvision"]
+        result["speedup"] = o["images_per_second"] / t["images_per_second"]
+        result["peak_rss_ratio"] = o["peak_rss_mb"] / t["peak_rss_mb"]
+        result["peak_memory_ratio"] = o["peak_memory_mb"] / t["peak_memory_mb"]
+    if "ours_portable" in result:  # step time portable / native
+        result["portable_over_native"] = result["ours_portable"]["step_seconds"] / o["step_seconds"]
     return result
 
 
 def print_result(name, r):
-    t, o = r["torchvision"], r["ours"]
+    # Columns: torchvision (unless --no-peer), ours, ours with the portable ops (--ops both);
+    # ratios of each row: ours/tv and portable/native.
+    labels = {"torchvision": "torchvision", "ours": "ours" if "ours_portable" not in r else "ours native",
+              "ours_portable": "ours portable"}
+    sides = [s for s in labels if s in r]
+    ratios = ([("ours/tv", "ours", "torchvision")] if "torchvision" in r else []) + \
+             ([("port/nat", "ours_portable", "ours")] if "ours_portable" in r else [])
+    o = r["ours"]
     print(f"\n== {name}: {r['config']['images']} images of {r['config']['height']}x{r['config']['width']}, "
           f"ResNet-{r['config']['depth']} ({r['config']['norm']}), medians of {r['reps']} runs x "
           f"{r['steps_per_rep']} steps after {r['warmup']} warm-up")
-    print(f"{'':24s}{'torchvision':>14s}{'ours':>14s}{'ours/tv':>10s}")
-    print(f"{'step (s)':24s}{t['step_seconds']:14.3f}{o['step_seconds']:14.3f}"
-          f"{o['step_seconds'] / t['step_seconds']:10.2f}")
-    print(f"{'images/s':24s}{t['images_per_second']:14.3f}{o['images_per_second']:14.3f}{r['speedup']:10.2f}")
-    print(f"{'peak RSS (MB)':24s}{t['peak_rss_mb']:14.0f}{o['peak_rss_mb']:14.0f}{r['peak_rss_ratio']:10.2f}")
-    print(f"{'RSS after setup (MB)':24s}{t['setup_rss_mb']:14.0f}{o['setup_rss_mb']:14.0f}")
+    print(f"{'':24s}" + "".join(f"{labels[s]:>14s}" for s in sides) + "".join(f"{n:>10s}" for n, _, _ in ratios))
+
+    def row(title, key, fmt, with_ratios=True):
+        line = f"{title:24s}" + "".join(f"{r[s][key]:14{fmt}}" for s in sides)
+        if with_ratios:
+            line += "".join(f"{r[a][key] / r[b][key]:10.2f}" for _, a, b in ratios)
+        print(line)
+
+    row("step (s)", "step_seconds", ".3f")
+    row("images/s", "images_per_second", ".3f")
+    row("peak RSS (MB)", "peak_rss_mb", ".0f")
+    row("RSS after setup (MB)", "setup_rss_mb", ".0f", False)
     if r.get("device") == "cuda":
-        print(f"{'peak GPU memory (MB)':24s}{t['peak_memory_mb']:14.0f}{o['peak_memory_mb']:14.0f}"
-              f"{r['peak_memory_ratio']:10.2f}")
-    print(f"{'host syncs per step':24s}{t['syncs_per_step']:14.0f}{o['syncs_per_step']:14.0f}")
-    print(f"RESULT config={r['config']['depth']} device={r.get('device')} precision={r.get('precision')} "
-          f"batch={r['config']['images']} ours_ips={o['images_per_second']:.3f} "
-          f"tv_ips={t['images_per_second']:.3f} speedup={r['speedup']:.2f} "
-          f"ours_mem_mb={o['peak_memory_mb']:.0f} tv_mem_mb={t['peak_memory_mb']:.0f} "
-          f"ours_syncs={o['syncs_per_step']:.0f} tv_syncs={t['syncs_per_step']:.0f}")
+        row("peak GPU memory (MB)", "peak_memory_mb", ".0f")
+    row("host syncs per step", "syncs_per_step", ".0f", False)
+    fields = [f"config={r['config']['depth']}", f"device={r.get('device')}", f"precision={r.get('precision')}",
+              f"batch={r['config']['images']}", f"ours_ips={o['images_per_second']:.3f}"]
+    if "torchvision" in r:
+        t = r["torchvision"]
+        fields += [f"tv_ips={t['images_per_second']:.3f}", f"speedup={r['speedup']:.2f}",
+                   f"ours_mem_mb={o['peak_memory_mb']:.0f}", f"tv_mem_mb={t['peak_memory_mb']:.0f}",
+                   f"ours_syncs={o['syncs_per_step']:.0f}", f"tv_syncs={t['syncs_per_step']:.0f}"]
+    else:
+        fields += [f"ours_mem_mb={o['peak_memory_mb']:.0f}", f"ours_syncs={o['syncs_per_step']:.0f}"]
+    fields.append(f"ours_ops={r['ops']['ours']}")
+    if "ours_portable" in r:
+        q = r["ours_portable"]
+        fields += [f"portable_ips={q['images_per_second']:.3f}",
+                   f"portable_over_native={r['portable_over_native']:.2f}",
+                   f"portable_mem_mb={q['peak_memory_mb']:.0f}"]
+    print("RESULT " + " ".join(fields))
     print("where the time goes (one profiled step, seconds, inclusive):")
-    names = sorted(set(t["scopes"]) | set(o["scopes"]))
+    print(f"  {'':38s}" + "".join(f"{labels[s]:>14s}" for s in sides))
+    names = sorted(set().union(*(r[s]["scopes"] for s in sides)))
     for n in names:
-        print(f"  {n:28s}{t['scopes'].get(n, 0):10.3f}{o['scopes'].get(n, 0):10.3f}")
-    top = sorted(set(t["autograd"]) | set(o["autograd"]),
-                 key=lambda n: -max(t["autograd"].get(n, 0), o["autograd"].get(n, 0)))[:12]
+        print(f"  {n:38s}" + "".join(f"{r[s]['scopes'].get(n, 0):14.3f}" for s in sides))
+    top = sorted(set().union(*(r[s]["autograd"] for s in sides)),
+                 key=lambda n: -max(r[s]["autograd"].get(n, 0) for s in sides))[:12]
     print("  backward, by autograd node:")
     for n in top:
         short = n.replace("torch::autograd::CppNode<", "").rstrip(">").split("::")[-1]
-        print(f"    {short[:40]:40s}{t['autograd'].get(n, 0):10.3f}{o['autograd'].get(n, 0):10.3f}")
+        print(f"    {short[:36]:36s}" + "".join(f"{r[s]['autograd'].get(n, 0):14.3f}" for s in sides))
 
 
 def main():
@@ -524,6 +574,9 @@ def main():
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="autocast precision of both sides' forward")
     p.add_argument("--batch", type=int, help="images per step (default: the configuration's)")
+    p.add_argument("--ops", choices=["native", "portable", "auto", "both"], default="auto",
+                   help="our custom ops' implementation (--mrcnn_ops); both: native and portable, interleaved")
+    p.add_argument("--no-peer", action="store_true", help="leave torchvision's side out")
     p.add_argument("--channels-last", choices=["0", "1"],
                    help="both sides' layout (default: ours from its options, torchvision's on a GPU)")
     # worker mode
@@ -558,11 +611,13 @@ def main():
         panels = []
         for name in names:
             r = results[name]
-            o, t = r["ours"], r["torchvision"]
+            bars = {"mlperf-maskrcnn": "ours", "mlperf-maskrcnn portable": "ours_portable",
+                    "torchvision": "torchvision"}
+            bars = {label: r[side] for label, side in bars.items() if side in r}
             panels.append((f"{name}: training step", "images/s",
-                           {"mlperf-maskrcnn": o["images_per_second"], "torchvision": t["images_per_second"]}, "higher"))
+                           {k: v["images_per_second"] for k, v in bars.items()}, "higher"))
             panels.append((f"{name}: peak {MEMORY_LABEL[args.device]}", "MB",
-                           {"mlperf-maskrcnn": o["peak_memory_mb"], "torchvision": t["peak_memory_mb"]}, "lower"))
+                           {k: v["peak_memory_mb"] for k, v in bars.items()}, "lower"))
         plot_comparison(args.plot, f"Mask R-CNN training step against torchvision, {args.threads} threads", panels)
         print(f"plot: {args.plot}")
 
