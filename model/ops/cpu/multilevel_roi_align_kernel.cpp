@@ -8,6 +8,7 @@
 
 #include "model/ops/cpu/roi_align_impl.h"
 #include "model/ops/level_range.h"
+#include "model/ops/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -36,12 +37,7 @@ std::vector<int64_t> compute_levels(const T* rois, int64_t num_rois, detail::Lev
 void check_common(const at::Tensor& rois, at::ScalarType dtype, int64_t output_size,
                   int64_t canonical_scale) {
   TORCH_CHECK(rois.device().is_cpu(), kOp, ": expected rois on the CPU, got ", rois.device());
-  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
-              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
-  TORCH_CHECK(rois.scalar_type() == dtype, kOp, ": rois must have the dtype of the features (",
-              dtype, "), got ", rois.scalar_type());
-  TORCH_CHECK(output_size > 0, kOp, ": output_size must be > 0, got ", output_size);
-  TORCH_CHECK(canonical_scale > 0, kOp, ": canonical_scale must be > 0, got ", canonical_scale);
+  detail::check_multilevel_rois(rois, dtype, output_size, canonical_scale, kOp);
 }
 
 at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& rois,
@@ -50,8 +46,8 @@ at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& 
                                      int64_t canonical_level) {
   const auto range = detail::fpn_level_range(spatial_scales, features.size(), kOp);
   const at::Tensor& f0 = features[0];
-  TORCH_CHECK(f0.dim() == 4, kOp, ": features[0] must be [N, C, H, W], got ", f0.dim(), "D");
-  check_common(rois, f0.scalar_type(), output_size, canonical_scale);
+  TORCH_CHECK(rois.device().is_cpu(), kOp, ": expected rois on the CPU, got ", rois.device());
+  detail::check_multilevel_args(features, rois, output_size, canonical_scale, kOp);
   const int64_t batch = f0.size(0);
   const int64_t channels = f0.size(1);
   std::vector<at::Tensor> inputs;
@@ -59,14 +55,7 @@ at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& 
   std::vector<bool> cl;
   for (size_t l = 0; l < features.size(); ++l) {
     const at::Tensor& f = features[l];
-    TORCH_CHECK(f.dim() == 4 && f.size(0) == batch && f.size(1) == channels, kOp, ": features[",
-                l, "] must be [", batch, ", ", channels, ", H, W] like features[0], got ",
-                f.sizes());
-    TORCH_CHECK(f.scalar_type() == f0.scalar_type() && f.device() == f0.device(), kOp,
-                ": features[", l, "] must have the dtype and device of features[0]");
     TORCH_CHECK(f.device().is_cpu(), kOp, ": expected CPU features, got ", f.device());
-    TORCH_CHECK(f.size(2) > 0 && f.size(3) > 0 && f.size(2) * f.size(3) < (int64_t{1} << 31),
-                kOp, ": features[", l, "] has an unsupported spatial size ", f.sizes());
     const bool c = wants_channels_last(f);
     cl.push_back(c);
     inputs.push_back(f.contiguous(c ? at::MemoryFormat::ChannelsLast
@@ -159,11 +148,7 @@ std::vector<at::Tensor> multilevel_backward_kernel(
 
 at::Tensor map_rois_to_levels_kernel(const at::Tensor& rois, int64_t k_min, int64_t k_max,
                                      int64_t canonical_scale, int64_t canonical_level) {
-  TORCH_CHECK(rois.dim() == 2 && (rois.size(1) == 5 || rois.size(1) == 4),
-              "mrcnn::map_rois_to_levels: rois must be [K, 5] or boxes [K, 4], got ",
-              rois.sizes());
-  TORCH_CHECK(k_min <= k_max, "mrcnn::map_rois_to_levels: k_min (", k_min, ") > k_max (", k_max,
-              ")");
+  detail::check_level_map_args(rois, k_min, k_max);
   const at::Tensor boxes = (rois.size(1) == 5 ? rois.narrow(1, 1, 4) : rois).contiguous();
   at::Tensor out = at::empty({rois.size(0)}, rois.options().dtype(at::kLong));
   AT_DISPATCH_FLOATING_TYPES(rois.scalar_type(), "mrcnn_map_rois_to_levels", [&] {

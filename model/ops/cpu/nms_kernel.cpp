@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "model/ops/cpu/nms_impl.h"
+#include "model/ops/nms_check.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -18,13 +19,7 @@ void check_nms_inputs(const at::Tensor& boxes, const at::Tensor& scores, const c
   TORCH_CHECK(boxes.device().is_cpu() && scores.device().is_cpu(), op,
               ": expected CPU tensors, got boxes on ", boxes.device(), " and scores on ",
               scores.device());
-  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4, op, ": boxes must be [K, 4], got ",
-              boxes.sizes());
-  TORCH_CHECK(scores.dim() == 1 && scores.size(0) == boxes.size(0), op,
-              ": scores must be [K] with K = ", boxes.size(0), ", got ", scores.sizes());
-  TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
-              ": boxes and scores must have the same dtype, got ", boxes.scalar_type(), " and ",
-              scores.scalar_type());
+  detail::check_nms_shapes(boxes, scores, op);
 }
 
 at::Tensor to_index_tensor(const std::vector<int64_t>& v, const at::Tensor& like) {

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cpu/roi_align_impl.h"
+#include "model/ops/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -28,20 +29,15 @@ void check_rois(const at::Tensor& input, const at::Tensor& rois, const char* op)
   TORCH_CHECK(input.device().is_cpu() && rois.device().is_cpu(), op,
               ": expected CPU tensors, got input on ", input.device(), " and rois on ",
               rois.device());
-  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
-              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
-  TORCH_CHECK(input.scalar_type() == rois.scalar_type(), op, ": rois must have the dtype of ",
-              "the features (", input.scalar_type(), "), got ", rois.scalar_type());
+  detail::check_rois_shape(rois, input.scalar_type(), op);
 }
 
 at::Tensor roi_align_forward_kernel(const at::Tensor& input, const at::Tensor& rois,
                                     double spatial_scale, int64_t pooled_height,
                                     int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
   constexpr const char* kOp = "mrcnn::roi_align";
-  TORCH_CHECK(input.dim() == 4, kOp, ": input must be [N, C, H, W], got ", input.dim(), "D");
+  detail::check_roi_align_args(input, rois, pooled_height, pooled_width, kOp);
   check_rois(input, rois, kOp);
-  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp, ": pooled size must be > 0, got ",
-              pooled_height, "x", pooled_width);
   TORCH_CHECK(input.size(2) * input.size(3) < (int64_t{1} << 31), kOp,
               ": feature maps of more than 2^31 pixels are not supported");
   const bool cl = wants_channels_last(input);

@@ -10,6 +10,7 @@
 
 #include "model/ops/cuda/roi_align_launch.cuh"
 #include "model/ops/level_range.h"
+#include "model/ops/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -34,17 +35,9 @@ at::Tensor compute_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
   return out;
 }
 
-void check_rois(const at::Tensor& rois, const at::Tensor& like, int64_t output_size,
-                int64_t canonical_scale) {
+void check_rois_device(const at::Tensor& rois, const at::Tensor& like) {
   TORCH_CHECK(rois.is_cuda() && rois.device() == like.device(), kOp,
               ": rois must be on the features' device ", like.device(), ", got ", rois.device());
-  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
-              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
-  TORCH_CHECK(rois.scalar_type() == like.scalar_type(), kOp,
-              ": rois must have the dtype of the features (", like.scalar_type(), "), got ",
-              rois.scalar_type());
-  TORCH_CHECK(output_size > 0, kOp, ": output_size must be > 0, got ", output_size);
-  TORCH_CHECK(canonical_scale > 0, kOp, ": canonical_scale must be > 0, got ", canonical_scale);
 }
 
 at::Tensor multilevel_forward_cuda(at::TensorList features, const at::Tensor& rois,
@@ -55,19 +48,8 @@ at::Tensor multilevel_forward_cuda(at::TensorList features, const at::Tensor& ro
   TORCH_CHECK(features.size() <= static_cast<size_t>(cuda::kMaxLevels), kOp, ": at most ",
               cuda::kMaxLevels, " levels are supported on CUDA, got ", features.size());
   const at::Tensor& f0 = features[0];
-  TORCH_CHECK(f0.dim() == 4, kOp, ": features[0] must be [N, C, H, W], got ", f0.sizes());
-  check_rois(rois, f0, output_size, canonical_scale);
-  for (size_t l = 0; l < features.size(); ++l) {
-    const at::Tensor& f = features[l];
-    TORCH_CHECK(f.dim() == 4 && f.size(0) == f0.size(0) && f.size(1) == f0.size(1), kOp,
-                ": features[", l, "] must be [", f0.size(0), ", ", f0.size(1),
-                ", H, W] like features[0], got ", f.sizes());
-    TORCH_CHECK(f.scalar_type() == f0.scalar_type() && f.device() == f0.device(), kOp,
-                ": features[", l, "] must have the dtype and device of features[0]");
-    // As on the CPU: an empty map has no pixel to sample (its last row would be row -1).
-    TORCH_CHECK(f.size(2) > 0 && f.size(3) > 0 && f.size(2) * f.size(3) < (int64_t{1} << 31),
-                kOp, ": features[", l, "] has an unsupported spatial size ", f.sizes());
-  }
+  detail::check_multilevel_args(features, rois, output_size, canonical_scale, kOp);
+  check_rois_device(rois, f0);
   c10::cuda::CUDAGuard device_guard(f0.device());
   const bool cl = f0.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
   at::Tensor output =
@@ -102,7 +84,8 @@ std::vector<at::Tensor> multilevel_backward_cuda(
   TORCH_CHECK(num_levels <= static_cast<size_t>(cuda::kMaxLevels), kOp, ": at most ",
               cuda::kMaxLevels, " levels are supported on CUDA");
   const auto range = detail::fpn_level_range(spatial_scales, num_levels, kOp);
-  check_rois(rois, grad, output_size, canonical_scale);
+  check_rois_device(rois, grad);
+  detail::check_multilevel_rois(rois, grad.scalar_type(), output_size, canonical_scale, kOp);
   TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
                   grad.size(2) == output_size && grad.size(3) == output_size,
               kOp, ": grad must be [K, C, S, S] = [", rois.size(0), ", ", channels, ", ",
@@ -136,11 +119,7 @@ std::vector<at::Tensor> multilevel_backward_cuda(
 
 at::Tensor map_rois_to_levels_cuda(const at::Tensor& rois, int64_t k_min, int64_t k_max,
                                    int64_t canonical_scale, int64_t canonical_level) {
-  TORCH_CHECK(rois.dim() == 2 && (rois.size(1) == 5 || rois.size(1) == 4),
-              "mrcnn::map_rois_to_levels: rois must be [K, 5] or boxes [K, 4], got ",
-              rois.sizes());
-  TORCH_CHECK(k_min <= k_max, "mrcnn::map_rois_to_levels: k_min (", k_min, ") > k_max (", k_max,
-              ")");
+  detail::check_level_map_args(rois, k_min, k_max);
   c10::cuda::CUDAGuard device_guard(rois.device());
   return compute_levels(rois, k_min, k_max, canonical_scale, canonical_level);
 }

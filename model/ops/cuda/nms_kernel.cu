@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cuda/nms_segmented.cuh"
+#include "model/ops/nms_check.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -20,13 +21,7 @@ void check_nms_inputs(const at::Tensor& boxes, const at::Tensor& scores, const c
   TORCH_CHECK(boxes.is_cuda() && scores.is_cuda() && boxes.device() == scores.device(), op,
               ": expected boxes and scores on one CUDA device, got ", boxes.device(), " and ",
               scores.device());
-  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4, op, ": boxes must be [K, 4], got ",
-              boxes.sizes());
-  TORCH_CHECK(scores.dim() == 1 && scores.size(0) == boxes.size(0), op,
-              ": scores must be [K] with K = ", boxes.size(0), ", got ", scores.sizes());
-  TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
-              ": boxes and scores must have the same dtype, got ", boxes.scalar_type(), " and ",
-              scores.scalar_type());
+  detail::check_nms_shapes(boxes, scores, op);
 }
 
 at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {

@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cuda/roi_align_launch.cuh"
+#include "model/ops/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -18,20 +19,15 @@ void check_cuda_inputs(const at::Tensor& input, const at::Tensor& rois, const ch
               input.device(), " and ", rois.device());
   TORCH_CHECK(input.device() == rois.device(), op, ": input and rois must be on one device, got ",
               input.device(), " and ", rois.device());
-  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
-              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
-  TORCH_CHECK(input.scalar_type() == rois.scalar_type(), op, ": rois must have the dtype of ",
-              "the features (", input.scalar_type(), "), got ", rois.scalar_type());
+  detail::check_rois_shape(rois, input.scalar_type(), op);
 }
 
 at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& rois,
                                   double spatial_scale, int64_t pooled_height,
                                   int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
   constexpr const char* kOp = "mrcnn::roi_align";
-  TORCH_CHECK(input.dim() == 4, kOp, ": input must be [N, C, H, W], got ", input.dim(), "D");
+  detail::check_roi_align_args(input, rois, pooled_height, pooled_width, kOp);
   check_cuda_inputs(input, rois, kOp);
-  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp, ": pooled size must be > 0, got ",
-              pooled_height, "x", pooled_width);
   c10::cuda::CUDAGuard device_guard(input.device());
   const bool cl = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
   at::Tensor output = at::empty({rois.size(0), input.size(1), pooled_height, pooled_width},

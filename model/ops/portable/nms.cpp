@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "model/ops/cpu/nms_impl.h"
+#include "model/ops/nms_check.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
 
@@ -47,13 +48,7 @@ void check_nms_inputs(const at::Tensor& boxes, const at::Tensor& scores, const c
   TORCH_CHECK(boxes.device() == scores.device(), op,
               ": boxes and scores must be on one device, got ", boxes.device(), " and ",
               scores.device());
-  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4, op, ": boxes must be [K, 4], got ",
-              boxes.sizes());
-  TORCH_CHECK(scores.dim() == 1 && scores.size(0) == boxes.size(0), op,
-              ": scores must be [K] with K = ", boxes.size(0), ", got ", scores.sizes());
-  TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
-              ": boxes and scores must have the same dtype, got ", boxes.scalar_type(), " and ",
-              scores.scalar_type());
+  detail::check_nms_shapes(boxes, scores, op);
   TORCH_CHECK(at::isFloatingType(boxes.scalar_type()), op,
               ": boxes must be floating point, got ", boxes.scalar_type());
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/ops/level_range.h"
+#include "model/ops/roi_align_check.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
 
@@ -157,7 +158,7 @@ Taps make_taps(const at::Tensor& rois, const at::Tensor& ok, const RoiLevels& lv
 
 // Value checks of the RoIs, the native messages (roi_align_impl.h, pass 1). Returns the RoIs
 // whose values can be pooled (all, on the CPU, where a bad one throws).
-at::Tensor check_rois(const at::Tensor& rois, int64_t batch_size) {
+at::Tensor check_roi_values(const at::Tensor& rois, int64_t batch_size) {
   const at::Tensor finite = rois.isfinite();
   check_values(finite.logical_not(), kFaultRoiBox, [&](int64_t i) {
     return c10::str("roi_align: rois[", i / 5, ", ", i % 5, "] is ", rois.view(-1)[i].item<double>(),
@@ -202,7 +203,7 @@ at::Tensor pool(at::TensorList levels, const at::Tensor& rois_in, const at::Tens
   auto [table, offsets] = flat_table(levels, dt);
   const int64_t batch_rows = table.size(0) / std::max<int64_t>(batch, 1);
   at::Tensor rois = rois_in.to(dt).contiguous();
-  const at::Tensor ok = check_rois(rois, batch);
+  const at::Tensor ok = check_roi_values(rois, batch);
   // A RoI that cannot be pooled (only off the CPU) reads image 0 with zero weights: zeros, as
   // the CUDA kernels write.
   rois = at::where(ok.view({-1, 1}), rois, at::zeros({}, rois.options()));
@@ -235,35 +236,15 @@ at::Tensor pool(at::TensorList levels, const at::Tensor& rois_in, const at::Tens
   return out.contiguous(cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
 }
 
-void check_features(const at::Tensor& f, const at::Tensor& f0, size_t l, const char* op) {
-  TORCH_CHECK(f.dim() == 4 && f.size(0) == f0.size(0) && f.size(1) == f0.size(1), op,
-              ": features[", l, "] must be [", f0.size(0), ", ", f0.size(1),
-              ", H, W] like features[0], got ", f.sizes());
-  TORCH_CHECK(f.scalar_type() == f0.scalar_type() && f.device() == f0.device(), op,
-              ": features[", l, "] must have the dtype and device of features[0]");
-  TORCH_CHECK(f.size(2) > 0 && f.size(3) > 0 && f.size(2) * f.size(3) < (int64_t{1} << 31), op,
-              ": features[", l, "] has an unsupported spatial size ", f.sizes());
-}
-
-void check_rois_shape(const at::Tensor& rois, at::ScalarType dtype, const char* op) {
-  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
-              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
-  TORCH_CHECK(rois.scalar_type() == dtype, op, ": rois must have the dtype of the features (",
-              dtype, "), got ", rois.scalar_type());
-}
-
 }  // namespace
 
 at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                      int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                      bool aligned) {
   constexpr const char* kOp = "mrcnn::roi_align";
-  TORCH_CHECK(input.dim() == 4, kOp, ": input must be [N, C, H, W], got ", input.dim(), "D");
-  check_rois_shape(rois, input.scalar_type(), kOp);
   TORCH_CHECK(input.device() == rois.device(), kOp, ": expected input and rois on one device, ",
               "got ", input.device(), " and ", rois.device());
-  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp, ": pooled size must be > 0, got ",
-              pooled_height, "x", pooled_width);
+  detail::check_roi_align_args(input, rois, pooled_height, pooled_width, kOp);
   const bool empty_map = input.size(2) == 0 || input.size(3) == 0;
   if (input.size(1) == 0 || (rois.size(0) == 0 && empty_map)) {  // nothing to pool
     const bool cl = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
@@ -279,11 +260,7 @@ at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spa
 
 at::Tensor map_rois_to_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
                               int64_t canonical_scale, int64_t canonical_level) {
-  TORCH_CHECK(rois.dim() == 2 && (rois.size(1) == 5 || rois.size(1) == 4),
-              "mrcnn::map_rois_to_levels: rois must be [K, 5] or boxes [K, 4], got ",
-              rois.sizes());
-  TORCH_CHECK(k_min <= k_max, "mrcnn::map_rois_to_levels: k_min (", k_min, ") > k_max (", k_max,
-              ")");
+  detail::check_level_map_args(rois, k_min, k_max);
   const at::Tensor b = rois.size(1) == 5 ? rois.narrow(1, 1, 4) : rois;
   // torchvision's LevelMapper in the boxes' dtype (cpu/roi_align_impl.h's fpn_level).
   const at::Tensor area = (b.select(1, 2) - b.select(1, 0)) * (b.select(1, 3) - b.select(1, 1));
@@ -304,11 +281,7 @@ at::Tensor multilevel_roi_align(at::TensorList features, const at::Tensor& rois,
   constexpr const char* kOp = "mrcnn::multilevel_roi_align";
   const auto range = detail::fpn_level_range(spatial_scales, features.size(), kOp);
   const at::Tensor& f0 = features[0];
-  TORCH_CHECK(f0.dim() == 4, kOp, ": features[0] must be [N, C, H, W], got ", f0.dim(), "D");
-  check_rois_shape(rois, f0.scalar_type(), kOp);
-  TORCH_CHECK(output_size > 0, kOp, ": output_size must be > 0, got ", output_size);
-  TORCH_CHECK(canonical_scale > 0, kOp, ": canonical_scale must be > 0, got ", canonical_scale);
-  for (size_t l = 0; l < features.size(); ++l) check_features(features[l], f0, l, kOp);
+  detail::check_multilevel_args(features, rois, output_size, canonical_scale, kOp);
   TORCH_CHECK(rois.device() == f0.device(), kOp, ": expected rois on ", f0.device(), ", got ",
               rois.device());
   const at::Tensor level = map_rois_to_levels(rois.to(compute_dtype(rois.scalar_type())),

@@ -1,0 +1,68 @@
+// Argument checks of the RoIAligns and the FPN level map, shared by every implementation (cpu/,
+// cuda/, portable/; internal header): shapes, dtypes and sizes, one message on every device. Each
+// kernel checks its own device first (a CPU kernel, CPU tensors; a CUDA kernel, one GPU).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/Exception.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mrcnn::ops::detail {
+
+// rois: [K, 5] (batch_index, x1, y1, x2, y2) in the features' dtype.
+inline void check_rois_shape(const at::Tensor& rois, at::ScalarType features_dtype, const char* op) {
+  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
+              ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
+  TORCH_CHECK(rois.scalar_type() == features_dtype, op, ": rois must have the dtype of the features (",
+              features_dtype, "), got ", rois.scalar_type());
+}
+
+// roi_align: input [N, C, H, W], rois as above, pooled sizes > 0.
+inline void check_roi_align_args(const at::Tensor& input, const at::Tensor& rois,
+                                 int64_t pooled_height, int64_t pooled_width, const char* op) {
+  TORCH_CHECK(input.dim() == 4, op, ": input must be [N, C, H, W], got ", input.dim(), "D");
+  check_rois_shape(rois, input.scalar_type(), op);
+  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, op, ": pooled size must be > 0, got ",
+              pooled_height, "x", pooled_width);
+}
+
+// multilevel_roi_align (and its backward): rois as above, output_size and canonical_scale > 0.
+inline void check_multilevel_rois(const at::Tensor& rois, at::ScalarType features_dtype,
+                                  int64_t output_size, int64_t canonical_scale, const char* op) {
+  check_rois_shape(rois, features_dtype, op);
+  TORCH_CHECK(output_size > 0, op, ": output_size must be > 0, got ", output_size);
+  TORCH_CHECK(canonical_scale > 0, op, ": canonical_scale must be > 0, got ", canonical_scale);
+}
+
+// multilevel_roi_align: every level [N, C, H_l, W_l] like features[0] (dtype, device, N, C), each
+// map non-empty and under 2^31 pixels; check_multilevel_rois.
+inline void check_multilevel_args(at::TensorList features, const at::Tensor& rois,
+                                  int64_t output_size, int64_t canonical_scale, const char* op) {
+  const at::Tensor& f0 = features[0];
+  TORCH_CHECK(f0.dim() == 4, op, ": features[0] must be [N, C, H, W], got ", f0.dim(), "D");
+  check_multilevel_rois(rois, f0.scalar_type(), output_size, canonical_scale, op);
+  for (size_t l = 0; l < features.size(); ++l) {
+    const at::Tensor& f = features[l];
+    TORCH_CHECK(f.dim() == 4 && f.size(0) == f0.size(0) && f.size(1) == f0.size(1), op,
+                ": features[", l, "] must be [", f0.size(0), ", ", f0.size(1),
+                ", H, W] like features[0], got ", f.sizes());
+    TORCH_CHECK(f.scalar_type() == f0.scalar_type() && f.device() == f0.device(), op,
+                ": features[", l, "] must have the dtype and device of features[0]");
+    // An empty map has no pixel to sample (its last row would be row -1).
+    TORCH_CHECK(f.size(2) > 0 && f.size(3) > 0 && f.size(2) * f.size(3) < (int64_t{1} << 31), op,
+                ": features[", l, "] has an unsupported spatial size ", f.sizes());
+  }
+}
+
+// map_rois_to_levels: [K, 5] RoIs or [K, 4] boxes, k_min <= k_max.
+inline void check_level_map_args(const at::Tensor& rois, int64_t k_min, int64_t k_max) {
+  TORCH_CHECK(rois.dim() == 2 && (rois.size(1) == 5 || rois.size(1) == 4),
+              "mrcnn::map_rois_to_levels: rois must be [K, 5] or boxes [K, 4], got ", rois.sizes());
+  TORCH_CHECK(k_min <= k_max, "mrcnn::map_rois_to_levels: k_min (", k_min, ") > k_max (", k_max,
+              ")");
+}
+
+}  // namespace mrcnn::ops::detail
