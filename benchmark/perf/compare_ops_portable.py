@@ -61,18 +61,23 @@ def timed(fn):
     return out, {"total": time.perf_counter() - t0}
 
 
-class RoiAlign:
-    """compare_ops_torchvision's RoiCase; native and portable take turns as its `ops`."""
-    op = "multilevel_roi_align"
-
-    def __init__(self, per_image, output_size, channels_last):
-        self.case = cot.RoiCase(None, per_image, output_size, channels_last)
+class PeerCase:
+    """A case of compare_ops_torchvision (self.case): native and portable take turns as its `ops`,
+    torchvision runs as its peer."""
 
     def run(self, side, ops):
         if side == "torchvision":
             return self.case.peer()
         self.case.ops = ops
         return self.case.ours()
+
+
+class RoiAlign(PeerCase):
+    """compare_ops_torchvision's RoiCase."""
+    op = "multilevel_roi_align"
+
+    def __init__(self, per_image, output_size, channels_last):
+        self.case = cot.RoiCase(None, per_image, output_size, channels_last)
 
     def outputs(self, side, ops):
         c = self.case
@@ -136,18 +141,12 @@ class BatchedNms:
         return timed(lambda: self.outputs(side, ops))[1]
 
 
-class Proposals:
+class Proposals(PeerCase):
     """compare_ops_torchvision's ProposalCase (built with the native ops, whose anchors it uses)."""
     op = "generate_proposals"
 
     def __init__(self, native, pre_nms, post_nms):
         self.case = cot.ProposalCase(native, pre_nms, post_nms)
-
-    def run(self, side, ops):
-        if side == "torchvision":
-            return self.case.peer()
-        self.case.ops = ops
-        return self.case.ours()
 
     def outputs(self, side, ops):
         c = self.case
