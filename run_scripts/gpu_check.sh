@@ -202,7 +202,7 @@ fi
 
 # ---- 3. CUDA tests and the rest of the suite ---------------------------------------------------
 failed=0
-cuda_tests="OpsCuda|DeviceFaults|SyncCounter|Cuda|cuda"
+cuda_tests="OpsCuda|PortableOnGpu|DeviceFaults|SyncCounter|Cuda|cuda"
 if wants cuda_tests; then
   stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "$cuda_tests" || failed=1
   grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
