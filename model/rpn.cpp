@@ -199,9 +199,9 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
   // Proposals are constants for the rest of the network: no gradient flows through them.
   std::vector<at::Tensor> obj_in, deltas_in;
   const at::Tensor sizes_cpu = image_sizes.cpu();
-  at::Tensor sizes_dev;  // float64 [N, 2] on the features' device, copied once, without blocking
+  at::Tensor sizes_dev;  // int64 [N, 2] on the features' device, copied once, without blocking
   if (options_.proposals_inside_image && !features.empty())
-    sizes_dev = ops::copy_to_device_async(sizes_cpu.to(at::kDouble), features.front().device());
+    sizes_dev = ops::copy_to_device_async(sizes_cpu.to(at::kLong), features.front().device());
   for (size_t l = 0; l < features.size(); ++l) {
     at::Tensor o = full_precision(objectness[l].detach());
     if (options_.proposals_inside_image) {
@@ -209,12 +209,11 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
       // propose; the others get -inf logits, rank last and fall under the score threshold below.
       const int64_t h = o.size(2), w = o.size(3);
       const auto [stride_h, stride_w] = strides[l];
-      const auto dev = at::TensorOptions().dtype(at::kDouble).device(o.device());
+      // Integer arithmetic: exact, and on every device (MPS and HPU have no float64).
+      const auto dev = at::TensorOptions().dtype(at::kLong).device(o.device());
       const at::Tensor& sz = sizes_dev;
-      const at::Tensor rows = at::arange(h, dev).mul_(static_cast<double>(stride_h)).view({1, h, 1}) <
-                              sz.select(1, 0).view({-1, 1, 1});
-      const at::Tensor cols = at::arange(w, dev).mul_(static_cast<double>(stride_w)).view({1, 1, w}) <
-                              sz.select(1, 1).view({-1, 1, 1});
+      const at::Tensor rows = at::arange(h, dev).mul_(stride_h).view({1, h, 1}) < sz.select(1, 0).view({-1, 1, 1});
+      const at::Tensor cols = at::arange(w, dev).mul_(stride_w).view({1, 1, w}) < sz.select(1, 1).view({-1, 1, 1});
       o = o.masked_fill(at::logical_not(rows.logical_and(cols)).unsqueeze(1),
                         -std::numeric_limits<float>::infinity());
     }

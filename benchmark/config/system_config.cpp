@@ -297,6 +297,10 @@ void validate(const SystemConfig& c) {
     fail_at(c, "run.device",
             "expected \"cpu\", \"cuda\", \"cuda:N\", \"hpu\", \"hpu:N\", \"xpu\", \"xpu:N\" or \"mps\", got \"" +
                 device + "\"");
+  if (!c.launch.backend_library.empty() && !c.launch.backend_library.starts_with("/"))
+    fail_at(c, "launch.backend_library",
+            "expected an absolute path (the library the run loads, fingerprints and names), got \"" +
+                c.launch.backend_library + "\"");
   const bool native_device = device == "cpu" || device.starts_with("cuda");
   if (c.run.ops == "native" && !native_device)
     fail_at(c, "run.ops",

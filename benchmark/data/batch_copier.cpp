@@ -40,7 +40,9 @@ void BatchCopier::start(const model::Batch& host) {
     return;
   }
 #endif
-  impl_->batch = batch_to(host, impl_->device, /*non_blocking=*/true);
+  // Off CUDA a blocking copy: nothing here keeps the host batch alive until another backend's
+  // asynchronous copy has run.
+  impl_->batch = batch_to(host, impl_->device, /*non_blocking=*/false);
 }
 
 model::Batch BatchCopier::finish() {

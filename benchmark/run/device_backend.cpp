@@ -61,6 +61,15 @@ void require_device_backend(const config::SystemConfig& c) {
   }
   if (type == c10::DeviceType::CUDA && !at::hasCUDA())
     throw ConfigError(where + " requested, but no CUDA device is available");
+  if (type != c10::DeviceType::CPU) {
+    const c10::Device device(c.run.device);
+    const int64_t count = c10::impl::getDeviceGuardImpl(type)->deviceCount();
+    const int64_t needed = device.has_index() ? device.index() + 1 : 1;
+    if (count < needed)
+      throw ConfigError(where + ": this process sees " + std::to_string(count) + " " +
+                        c10::DeviceTypeName(type, true) + " device(s)" +
+                        (device.has_index() ? ", not index " + std::to_string(device.index()) : ""));
+  }
   if (c.run.ops == "native" && !ops::has_native_kernels(type))
     throw ConfigError(c.source("run.ops") + ": run.ops: \"native\": this build has no native kernels for " +
                       c.run.device + "; use \"portable\" (or \"auto\", which picks it)");

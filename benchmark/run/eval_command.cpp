@@ -5,6 +5,7 @@
 #include "benchmark/run/assemble.h"
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/command_line.h"
+#include "benchmark/run/device_backend.h"
 #include "benchmark/run/commands.h"
 #include "eval/coco_eval.h"
 #include "logging/console.h"
@@ -81,6 +82,7 @@ int eval_main(int argc, char** argv) {
   EvalInputs in;
   try {
     in = read_inputs(argc, argv);
+    require_device_backend(in.config);  // before anything is read or written
   } catch (const std::exception& e) {
     return report_error("eval", e, 2);
   }

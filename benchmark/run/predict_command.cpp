@@ -11,6 +11,7 @@
 #include "benchmark/run/assemble.h"
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/command_line.h"
+#include "benchmark/run/device_backend.h"
 #include "benchmark/run/commands.h"
 #include "benchmark/run/draw_detections.h"
 #include "eval/coco.h"
@@ -108,6 +109,7 @@ int predict_main(int argc, char** argv) {
   PredictInputs in;
   try {
     in = read_inputs(argc, argv);
+    require_device_backend(in.config);  // before anything is read or written
   } catch (const std::exception& e) {
     return report_error("predict", e, 2);
   }

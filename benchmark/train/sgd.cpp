@@ -4,6 +4,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "model/ops/implementation.h"
+
 namespace mrcnn::train {
 
 Sgd::Sgd(std::vector<NamedParameter> parameters, SgdOptions options) : options_(options) {
@@ -126,14 +128,14 @@ at::Tensor clip_grad_norm(const std::vector<NamedParameter>& parameters, double 
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters)
     if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad().detach());
-  if (grads.empty()) {
-    const c10::Device device = parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().tensor.device();
-    return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
-  }
+  const c10::Device device = parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().tensor.device();
+  // float64 where the device has it (MPS and HPU do not: float32 there).
+  const at::ScalarType wide = ops::supports_float64(device.type()) ? at::kDouble : at::kFloat;
+  if (grads.empty()) return at::zeros({}, at::TensorOptions().dtype(wide).device(device));
   at::NoGradGuard no_grad;
   // Per-tensor norms in the gradients' type, then the sum of their squares in float64: cumsum is
   // a sequential scan on the CPU (the order of a plain loop); its last element is the sum.
-  const at::Tensor norms = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble);
+  const at::Tensor norms = at::stack(at::_foreach_norm(grads, 2)).to(wide);
   const at::Tensor sum_sq = norms.mul(norms).cumsum(0)[-1];
   // A correctly rounded square root on either device: CUDA's is; the CPU's vectorized one (MKL or
   // Sleef) is up to an ulp off, and on the CPU reading the value costs nothing.

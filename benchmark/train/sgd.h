@@ -75,9 +75,10 @@ class Sgd {
 // clip_grad_norm_ semantics, eps 1e-6), on the gradients' device and without reading it: the
 // coefficient min(1, max_norm / (norm + 1e-6)) stays a device scalar and one multi-tensor
 // multiply applies it. A non-finite norm leaves the gradients as they are (such a step is skipped).
-// Returns the norm before clipping: a float64 scalar on the parameters' device (0 if no
-// parameter has a gradient). The per-tensor norms are summed in float64 in parameter order, so
-// the result does not depend on the thread count.
+// Returns the norm before clipping: a float64 scalar on the parameters' device (float32 on a
+// device without float64, ops::supports_float64; 0 if no parameter has a gradient). The
+// per-tensor norms are summed in that type in parameter order, so the result does not depend on
+// the thread count.
 at::Tensor clip_grad_norm(const std::vector<NamedParameter>& parameters, double max_norm);
 
 }  // namespace mrcnn::train

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "model/ops/device_faults.h"
+#include "model/ops/implementation.h"
 #include "model/seeding.h"
 
 namespace mrcnn::train {
@@ -91,8 +92,10 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     parts.push_back(total.detach().reshape({1}));
     parts.push_back(found_inf.to(total.device()));
     if (!total.is_cpu()) parts.push_back(ops::device_fault_word(total.device()).to(at::kFloat));
-    at::Tensor values = at::cat(parts).to(at::kDouble);
-    if (clip) values = at::cat({values, norm.reshape({1})});  // the norm, float64 already
+    // float64 where the device has it (MPS and HPU do not: float32 there, widened on the host).
+    const at::ScalarType wide = ops::supports_float64(total.device().type()) ? at::kDouble : at::kFloat;
+    at::Tensor values = at::cat(parts).to(wide);
+    if (clip) values = at::cat({values, norm.reshape({1}).to(wide)});  // the norm, float64 already
     unread_.push_back({std::move(r), std::move(values)});
   }
   ++step_;
@@ -114,7 +117,7 @@ void Trainer::read_results(const ResultSink& done) {
     offset.push_back(offset.back() + u.values.numel());
   }
   const at::Device device = rows.front().device();
-  const at::Tensor own = at::cat(rows).to(at::kCPU);
+  const at::Tensor own = at::cat(rows).to(at::kCPU).to(at::kDouble);
   // Every rank reports, and judges finiteness on, the same global mean losses, so that a
   // non-finite loss on one rank stops all of them at the same step; likewise a fault. The norm
   // (the same on every rank: the gradients are all-reduced) and this rank's own fault bits are

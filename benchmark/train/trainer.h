@@ -149,8 +149,9 @@ class Trainer {
   std::unique_ptr<GradientReducer> reducer_;  // several ranks
   int64_t step_ = 0;
   // Steps not read yet: what the host knows of each (its losses' names, with zeros), and its
-  // results on the device, float64 [k]: the losses in name order, their sum, the non-finite flag,
-  // on a GPU the fault word, with clipping the norm.
+  // results on the device, float64 [k] (float32 where the device has no float64): the losses
+  // in name order, their sum, the non-finite flag, on a GPU the fault word, with clipping the
+  // norm.
   struct Unread {
     StepResult known;
     at::Tensor values;

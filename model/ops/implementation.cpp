@@ -55,6 +55,10 @@ bool use_portable(c10::DeviceType device) {
   return false;
 }
 
+bool supports_float64(c10::DeviceType device) {
+  return device == c10::DeviceType::CPU || device == c10::DeviceType::CUDA;
+}
+
 std::string resolved_implementation(Implementation implementation, c10::DeviceType device) {
   switch (implementation) {
     case Implementation::kNative: return "native";

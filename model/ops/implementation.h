@@ -41,6 +41,12 @@ bool has_native_kernels(c10::DeviceType device);
 // the op and the device it has no kernel for.
 bool use_portable(c10::DeviceType device);
 
+// Whether tensors of `device` can be float64 with IEEE arithmetic: the CPU and NVIDIA GPUs (ROCm
+// GPUs report as CUDA). Apple's MPS and Habana's HPU have no float64, nor have most Intel GPUs
+// (XPU): code that keeps a value in float64 on the device (the RPN's image bounds, the step's
+// results, the gradient norm, the mask-target rasterizer) uses float32 there, or the host.
+bool supports_float64(c10::DeviceType device);
+
 // What `implementation` resolves to on `device`: "native" or "portable" (for logs and the
 // fingerprint).
 std::string resolved_implementation(Implementation implementation, c10::DeviceType device);

@@ -34,9 +34,10 @@ struct Step {
   std::map<std::string, at::Tensor> grads;
 };
 
-Step train_step(Implementation impl, uint64_t init_seed, const Batch& batch, uint64_t seed) {
+Step train_step(Implementation impl, uint64_t init_seed, const Batch& batch, uint64_t seed,
+                const ModelOptions& options = tiny_options()) {
   ImplementationGuard guard(impl);
-  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(init_seed));
+  MaskRCNN m(options, at::make_generator<at::CPUGeneratorImpl>(init_seed));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const TrainOutput out = m->forward_train(batch, gen);
   out.total().backward();
@@ -74,6 +75,24 @@ TEST_F(PortableNetwork, TrainingStepEqualsNativeWithinFloatRounding) {
     EXPECT_LE(rel, 1e-5) << name;  // measured: 4.6e-7
   }
   std::printf("largest gradient difference, relative to each parameter's largest gradient: %.2e\n", worst);
+}
+
+// bfloat16 autocast (the Gaudi systems' precision): the RoIAligns get bfloat16 features with
+// float32 RoIs, as under the native ops' autocast kernels; both implementations pool in float32.
+TEST_F(PortableNetwork, BFloat16StepEqualsNativeWithinBFloat16Rounding) {
+  ModelOptions o = tiny_options();
+  o.precision = Precision::kBFloat16;
+  o.channels_last = true;
+  o.backbone.base_channels = 16;
+  const Step native = train_step(Implementation::kNative, 9, batch, 1, o);
+  const Step portable = train_step(Implementation::kPortable, 9, batch, 1, o);
+  EXPECT_EQ(native.counts, portable.counts);
+  for (const char* name : kLossNames) {
+    const double a = native.losses.at(name), b = portable.losses.at(name);
+    EXPECT_TRUE(std::isfinite(b)) << name;
+    EXPECT_NEAR(a, b, 2e-2 * std::max(1.0, std::abs(a))) << name;
+  }
+  for (const auto& [name, g] : portable.grads) EXPECT_TRUE(at::isfinite(g).all().item<bool>()) << name;
 }
 
 TEST_F(PortableNetwork, TwoPortableStepsAreBitIdentical) {

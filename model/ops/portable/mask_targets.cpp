@@ -37,6 +37,7 @@
 
 #include "model/ops/mask_raster.h"
 #include "model/ops/mask_targets_check.h"
+#include "model/ops/implementation.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
 
@@ -46,19 +47,11 @@ namespace {
 constexpr int64_t kStepChunk = int64_t{1} << 20;  // step pairs tested per pass
 
 // Where the rasterizer runs. Its dense points are float64 expressions rounded step by step as on
-// the host: a device with IEEE float64 (the CPU, CUDA and ROCm GPUs, Intel's XPU) computes them in
-// place; MPS and Habana's HPU have no float64, so the CPU rasterizes for them and the masks
-// (K x M x M floats) are copied back.
+// the host: a device with IEEE float64 (the CPU, CUDA and ROCm GPUs) computes them in place;
+// MPS, Habana's HPU and most Intel GPUs have no float64, so the CPU rasterizes for them and the
+// masks (K x M x M floats) are copied back.
 at::Device raster_device(const at::Device& device) {
-  switch (device.type()) {
-    case c10::DeviceType::CPU:
-    case c10::DeviceType::CUDA:
-    case c10::DeviceType::HIP:
-    case c10::DeviceType::XPU:
-      return device;
-    default:
-      return at::Device(at::kCPU);
-  }
+  return supports_float64(device.type()) ? device : at::Device(at::kCPU);
 }
 
 at::Tensor exclusive_cumsum(const at::Tensor& counts) { return counts.cumsum(0) - counts; }

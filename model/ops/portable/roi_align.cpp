@@ -89,6 +89,7 @@ Taps make_taps(const at::Tensor& rois, const at::Tensor& ok, const RoiLevels& lv
                int64_t batch_rows, int64_t ph, int64_t pw, int64_t sampling_ratio, bool aligned) {
   const int64_t num = rois.size(0);
   const auto opts = rois.options();
+  at::Tensor keep_roi = ok;
   const double offset = aligned ? 0.5 : 0.0;
   const at::Tensor sw = rois.select(1, 1).view({-1, 1}) * lv.scale - offset;
   const at::Tensor sh = rois.select(1, 2).view({-1, 1}) * lv.scale - offset;
@@ -105,17 +106,19 @@ Taps make_taps(const at::Tensor& rois, const at::Tensor& ok, const RoiLevels& lv
   if (sampling_ratio > 0) {
     gh = gw = at::full({num, 1}, sampling_ratio, opts.dtype(at::kLong));
   } else {
-    gh = bin_h.ceil().clamp(0, 1 << 21).to(at::kLong);  // aligned RoIs of negative size: 0
-    gw = bin_w.ceil().clamp(0, 1 << 21).to(at::kLong);
-    check_values((gh > (1 << 20)).logical_or_(gw > (1 << 20)).view(-1), kFaultRoiBox,
-                 [&](int64_t k) {
-                   return "roi_align: rois[" + std::to_string(k) + "] needs a sampling grid of " +
-                          std::to_string(gh[k][0].item<int64_t>()) + "x" +
-                          std::to_string(gw[k][0].item<int64_t>()) +
-                          " per bin; the box is too large";
-                 });
-    gh = gh.clamp_max(1 << 20);
-    gw = gw.clamp_max(1 << 20);
+    const at::Tensor grid_h = bin_h.ceil().clamp_min(0);  // aligned RoIs of negative size: 0
+    const at::Tensor grid_w = bin_w.ceil().clamp_min(0);
+    const at::Tensor huge = (grid_h > (1 << 20)).logical_or_(grid_w > (1 << 20)).view(-1);
+    check_values(huge, kFaultRoiBox, [&](int64_t k) {
+      return c10::str("roi_align: rois[", k, "] needs a sampling grid of ",
+                      static_cast<int64_t>(grid_h[k][0].item<double>()), "x",
+                      static_cast<int64_t>(grid_w[k][0].item<double>()),
+                      " per bin; the box is too large");
+    });
+    // Off the CPU such a RoI is pooled as zeros with a 1x1 grid, so that it sizes nothing.
+    keep_roi = keep_roi.logical_and(huge.logical_not());
+    gh = at::where(huge.view({-1, 1}), 1.0, grid_h).to(at::kLong);
+    gw = at::where(huge.view({-1, 1}), 1.0, grid_w).to(at::kLong);
     max_h = num > 0 ? std::max<int64_t>(gh.max().item<int64_t>(), 1) : 1;
     max_w = num > 0 ? std::max<int64_t>(gw.max().item<int64_t>(), 1) : 1;
   }
@@ -125,7 +128,7 @@ Taps make_taps(const at::Tensor& rois, const at::Tensor& ok, const RoiLevels& lv
   auto yv = [&](const at::Tensor& t) { return t.view({num, ph, 1, max_h, 1}); };
   auto xv = [&](const at::Tensor& t) { return t.view({num, 1, pw, 1, max_w}); };
   at::Tensor keep =
-      yv(y.inside).logical_and(xv(x.inside)).logical_and_(ok.view({num, 1, 1, 1, 1}));
+      yv(y.inside).logical_and(xv(x.inside)).logical_and_(keep_roi.view({num, 1, 1, 1, 1}));
   if (sampling_ratio <= 0) {
     const at::Tensor iy = at::arange(max_h, opts.dtype(at::kLong)).view({1, 1, 1, max_h, 1});
     const at::Tensor ix = at::arange(max_w, opts.dtype(at::kLong)).view({1, 1, 1, 1, max_w});
@@ -204,6 +207,10 @@ at::Tensor pool(at::TensorList levels, const at::Tensor& rois_in, const at::Tens
   const int64_t batch_rows = table.size(0) / std::max<int64_t>(batch, 1);
   at::Tensor rois = rois_in.to(dt).contiguous();
   const at::Tensor ok = check_roi_values(rois, batch);
+  if (batch == 0) {  // every RoI names a missing image (a fault off the CPU): nothing to read
+    return at::zeros({num, channels, ph, pw}, f0.options())
+        .contiguous(cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  }
   // A RoI that cannot be pooled (only off the CPU) reads image 0 with zero weights: zeros, as
   // the CUDA kernels write.
   rois = at::where(ok.view({-1, 1}), rois, at::zeros({}, rois.options()));
@@ -236,11 +243,9 @@ at::Tensor pool(at::TensorList levels, const at::Tensor& rois_in, const at::Tens
   return out.contiguous(cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
 }
 
-}  // namespace
-
-at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
-                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
-                     bool aligned) {
+at::Tensor roi_align_float(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                           int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
+                           bool aligned) {
   constexpr const char* kOp = "mrcnn::roi_align";
   TORCH_CHECK(input.device() == rois.device(), kOp, ": expected input and rois on one device, ",
               "got ", input.device(), " and ", rois.device());
@@ -256,6 +261,32 @@ at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spa
   const at::Tensor level = at::zeros({rois.size(0)}, rois.options().dtype(at::kLong));
   return pool({input}, rois, level, {spatial_scale}, pooled_height, pooled_width, sampling_ratio,
               aligned);
+}
+
+// float16/bfloat16 features pool in float32 with float32 RoIs, as the native ops' autocast
+// kernels do (under autocast the model hands float32 RoIs with bfloat16 features); the result is
+// cast back to the features' dtype.
+bool reduced(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+std::vector<at::Tensor> float32_island(at::TensorList features) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& f : features) out.push_back(reduced(f.scalar_type()) ? f.to(at::kFloat) : f);
+  return out;
+}
+
+at::Tensor island_rois(const at::Tensor& rois, at::ScalarType features) {
+  return reduced(features) && reduced(rois.scalar_type()) ? rois.to(at::kFloat) : rois;
+}
+
+}  // namespace
+
+at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
+                     bool aligned) {
+  const at::Tensor in = float32_island({input})[0];
+  return roi_align_float(in, island_rois(rois, input.scalar_type()), spatial_scale, pooled_height,
+                         pooled_width, sampling_ratio, aligned)
+      .to(input.scalar_type());
 }
 
 at::Tensor map_rois_to_levels(const at::Tensor& rois, int64_t k_min, int64_t k_max,
@@ -280,15 +311,17 @@ at::Tensor multilevel_roi_align(at::TensorList features, const at::Tensor& rois,
                                 int64_t canonical_level) {
   constexpr const char* kOp = "mrcnn::multilevel_roi_align";
   const auto range = detail::fpn_level_range(spatial_scales, features.size(), kOp);
-  const at::Tensor& f0 = features[0];
-  detail::check_multilevel_args(features, rois, output_size, canonical_scale, kOp);
-  TORCH_CHECK(rois.device() == f0.device(), kOp, ": expected rois on ", f0.device(), ", got ",
-              rois.device());
-  const at::Tensor level = map_rois_to_levels(rois.to(compute_dtype(rois.scalar_type())),
-                                              range.k_min, range.k_max, canonical_scale,
-                                              canonical_level);
-  return pool(features, rois, level, spatial_scales, output_size, output_size, sampling_ratio,
-              aligned);
+  const at::ScalarType dtype = features[0].scalar_type();
+  const std::vector<at::Tensor> feats = float32_island(features);
+  const at::Tensor r = island_rois(rois, dtype);
+  const at::Tensor& f0 = feats[0];
+  detail::check_multilevel_args(feats, r, output_size, canonical_scale, kOp);
+  TORCH_CHECK(r.device() == f0.device(), kOp, ": expected rois on ", f0.device(), ", got ",
+              r.device());
+  const at::Tensor level =
+      map_rois_to_levels(r, range.k_min, range.k_max, canonical_scale, canonical_level);
+  return pool(feats, r, level, spatial_scales, output_size, output_size, sampling_ratio, aligned)
+      .to(dtype);
 }
 
 namespace {

@@ -233,13 +233,21 @@ TEST(Audit, PortableOpsAreNamedAsChangingResults) {
   std::vector<std::string> named;
   for (const SetupDifference& d : r.setup) {
     named.push_back(d.what);
-    if (d.what.rfind("settings.ops", 0) == 0) {
-      EXPECT_TRUE(d.changes_results) << d.what;
+    if (d.what == "settings.ops_resolved") {  // what ran decides
+      EXPECT_TRUE(d.changes_results);
       EXPECT_NE(d.consequence.find("portable ops"), std::string::npos) << d.consequence;
+    }
+    if (d.what == "settings.ops") {
+      EXPECT_FALSE(d.changes_results);  // what was asked for
     }
   }
   EXPECT_NE(std::find(named.begin(), named.end(), "settings.ops"), named.end());
   EXPECT_NE(std::find(named.begin(), named.end(), "settings.ops_resolved"), named.end());
+  // "auto" and "native" on the CPU run the same kernels: bit-identical runs stay so.
+  RunRecord c = a;
+  c.fingerprint["settings"]["ops"] = "native";
+  const AuditResult same = audit_runs(a, c);
+  EXPECT_EQ(same.verdict, AuditResult::Verdict::kIdentical) << same.headline;
 }
 
 TEST(Audit, AccuracyAndOutcomeDifferencesCount) {

@@ -140,6 +140,9 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
                 .find("run.ops: \"native\" kernels exist for the CPU and NVIDIA GPUs only; hpu needs \"portable\""),
             std::string::npos);
   EXPECT_EQ(error_of({"run.device=\"hpu\""}), "");  // auto: portable there
+  EXPECT_NE(error_of({"launch.backend_library=\"libhabana_pytorch_plugin.so\""})
+                .find("launch.backend_library: expected an absolute path"),
+            std::string::npos);
   EXPECT_EQ(load_system_config(kSystems + "habana-gaudi2-hls.json", {}).run.ops, "portable");
   EXPECT_NE(error_of({"run.max_epochs=\"ten\""}).find("run.max_epochs: expected an integer, got a string \"ten\""),
             std::string::npos);

@@ -40,7 +40,6 @@ class _PortableOps:
 
 
 ops = torch.ops.mrcnn if IMPLEMENTATION == "native" else _PortableOps()
-PORTABLE = IMPLEMENTATION == "portable"
 
 # LibTorch starts with one intra-op thread; the checks use two (the cores of the CI machine).
 torch.set_num_threads(2)
