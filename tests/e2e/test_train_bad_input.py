@@ -22,6 +22,7 @@ def expect_refused(name, cmd, needle, out_dir):
     assert "Traceback" not in p.stderr and "terminate called" not in p.stderr
     assert not any(pathlib.Path(out_dir).rglob("mlperf_log.txt")), f"{name}: a log was written"
     print(f"{name:28s} -> {lines[0]}")
+    return p.stderr
 
 
 def main():
@@ -63,9 +64,9 @@ def main():
         out_dev = tmp / "out-device"
         dev_base = ["--system", SYSTEM, "--out", out_dev, "--set", f'run.data_dir="{data}"']
         for dev, hint in (("hpu", "libhabana_pytorch_plugin.so"), ("xpu", "XPU support"), ("mps", "Apple silicon")):
-            expect_refused(f"device {dev} without backend", dev_base + ["--set", f'run.device="{dev}"'],
-                           f"run.device: {dev}: no backend for '{dev}' is registered in this process; ", out_dev)
-            assert hint in _refusal(dev_base + ["--set", f'run.device="{dev}"']), dev
+            said = expect_refused(f"device {dev} without backend", dev_base + ["--set", f'run.device="{dev}"'],
+                                  f"run.device: {dev}: no backend for '{dev}' is registered in this process; ", out_dev)
+            assert hint in said, (dev, said)
         expect_refused("native ops on hpu", dev_base + ["--set", 'run.device="hpu"', "--set", 'run.ops="native"'],
                        "run.ops: \"native\" kernels exist for the CPU and NVIDIA GPUs only", out_dev)
         expect_refused("unknown device", dev_base + ["--set", 'run.device="tpu"'], 'got \"tpu\"', out_dev)
@@ -113,10 +114,6 @@ def main():
         assert [r["key"] for r in records].count("run_start") == 1
         assert not (run / "model.safetensors").exists(), "weights saved from an aborted run"
         print(f"{'corrupt image mid-run':28s} -> exit 1, run_stop aborted, {victim.name} named")
-
-
-def _refusal(cmd):
-    return env.run([env.mlperf_maskrcnn(), "train", *cmd]).stderr
 
 
 def expect_unusable(tmp, data, name, split, edit, needle):
