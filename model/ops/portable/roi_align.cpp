@@ -179,14 +179,14 @@ at::Tensor check_roi_values(const at::Tensor& rois, int64_t batch_size) {
 }
 
 // The pyramid as one table [N * rows, C] (channels last) and its per-level offsets.
-std::pair<at::Tensor, std::vector<int64_t>> flat_table(at::TensorList levels, at::ScalarType dt) {
+std::pair<at::Tensor, std::vector<int64_t>> flat_table(at::TensorList levels) {
   std::vector<at::Tensor> parts;
   std::vector<int64_t> offsets;
   int64_t rows = 0;
   for (const at::Tensor& f : levels) {
     offsets.push_back(rows);
     rows += f.size(2) * f.size(3);
-    parts.push_back(f.to(dt).permute({0, 2, 3, 1}).reshape({f.size(0), -1, f.size(1)}));
+    parts.push_back(f.permute({0, 2, 3, 1}).reshape({f.size(0), -1, f.size(1)}));
   }
   at::Tensor table = parts.size() == 1 ? parts[0] : at::cat(parts, 1);
   return {table.reshape({-1, table.size(2)}), offsets};
@@ -199,11 +199,11 @@ at::Tensor pool(at::TensorList levels, const at::Tensor& rois_in, const at::Tens
   // A float32 island under autocast, as the native ops' autocast kernels: no op below is cast.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const at::Tensor& f0 = levels[0];
-  const at::ScalarType out_dtype = f0.scalar_type();
-  const at::ScalarType dt = compute_dtype(out_dtype);
+  // float32 or float64: the public functions cast reduced precision (float32_island).
+  const at::ScalarType dt = f0.scalar_type();
   const bool cl = f0.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
   const int64_t num = rois_in.size(0), batch = f0.size(0), channels = f0.size(1);
-  auto [table, offsets] = flat_table(levels, dt);
+  auto [table, offsets] = flat_table(levels);
   const int64_t batch_rows = table.size(0) / std::max<int64_t>(batch, 1);
   at::Tensor rois = rois_in.to(dt).contiguous();
   const at::Tensor ok = check_roi_values(rois, batch);
@@ -239,7 +239,7 @@ at::Tensor pool(at::TensorList levels, const at::Tensor& rois_in, const at::Tens
                                         false, taps.weights.reshape(-1)));
     out = out.view({num, ph, pw, channels}) / taps.count;
   }
-  out = out.permute({0, 3, 1, 2}).to(out_dtype);
+  out = out.permute({0, 3, 1, 2});
   return out.contiguous(cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
 }
 
