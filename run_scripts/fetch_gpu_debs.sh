@@ -2,7 +2,7 @@
 # Downloads (does not install) the Debian packages the C++ build needs and that a GPU machine
 # without internet may lack, for run_scripts/gpu_check.sh to unpack there (MRCNN_DEBS=DIR):
 # nlohmann/json, spdlog + fmt, GoogleTest/GoogleMock, Google Benchmark, libjpeg-turbo, libpng,
-# zlib, and pkg-config itself, with the runtime libraries they link. About 4 MB. Run it on Debian 12
+# zlib, OpenSSL's libcrypto (the fingerprint's SHA-256), and pkg-config itself, with the runtime libraries they link. About 4 MB. Run it on Debian 12
 # (bookworm), the project's platform: the names are bookworm's, and the libraries need glibc 2.36
 # or newer on the GPU machine (Ubuntu 24.04 has 2.39).
 # File names are reduced to letters, digits, '.', '_' and '-' so that any copy tool keeps them.
@@ -21,6 +21,7 @@ packages=(
   libbenchmark-dev libbenchmark1debian
   libturbojpeg0-dev libturbojpeg0 libjpeg62-turbo-dev libjpeg62-turbo
   libpng-dev libpng16-16 zlib1g-dev zlib1g
+  libssl-dev libssl3
   pkg-config pkgconf pkgconf-bin libpkgconf3
 )
 mkdir -p "$dir"
