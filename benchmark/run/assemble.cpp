@@ -52,6 +52,11 @@ void apply_launch_settings(const SystemConfig& c, int local_rank) {
     logging::warn("launch.host_memory \"" + c.launch.host_memory +
                   "\" cannot be applied with this C library: freed host memory goes back to the system");
   const c10::Device device = device_of(c, local_rank);
+  // float32 is IEEE float32 on every device. LibTorch lets cuDNN run float32 convolutions in TF32
+  // (10-bit mantissas) on Ampere and newer GPUs by default: an fp32 run would not compute what its
+  // precision names, nor agree with the CPU. (float16 runs convolve in float16 either way.)
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
   if (c.run.deterministic) {
     if (device.is_cuda()) {
       // Read by cuBLAS when it creates its handle: before the first kernel.

@@ -60,6 +60,7 @@ Json run_fingerprint(const config::SystemConfig& c, int world_size) {
                         {"ops_resolved", ops::resolved_implementation(ops::parse_implementation(c.run.ops),
                                                                       c10::Device(c.run.device).type())},
                         {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()},
+                        {"tf32", at::globalContext().allowTF32CuDNN() || at::globalContext().allowTF32CuBLAS()},
                         {"precision", c.resolved["run"].value("precision", "")},
                         {"channels_last", c.run.channels_last}}},
           {"data", nullptr}};

@@ -17,6 +17,15 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
 
 void LossScaler::place(const at::Device& device) {
   if (scale_.device() == device) return;
+  if (scale_.is_cpu()) {
+    // From the host, the state is written on the device by fills: a copy from pageable host
+    // memory would synchronise the stream (twice on a CUDA device's first step).
+    const float scale = scale_.item<float>();
+    const int32_t good_steps = good_steps_.item<int32_t>();
+    scale_ = at::full({1}, scale, scale_.options().device(device));
+    good_steps_ = at::full({1}, good_steps, good_steps_.options().device(device));
+    return;
+  }
   scale_ = scale_.to(device);
   good_steps_ = good_steps_.to(device);
 }
