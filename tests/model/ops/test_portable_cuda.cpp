@@ -4,7 +4,10 @@
 // ATen compositions on a device, with the fault word instead of host-side value checks. Skipped,
 // saying why, where no GPU is visible.
 //
-// Tolerances: RoIAlign as the CUDA kernels' (1e-5 forward, 1e-4 backward, float32); NMS keeps,
+// Tolerances: RoIAlign 1e-4 forward and backward, float32 (the native CUDA kernels reproduce the
+// host's rounding of the sample points and meet 1e-5; ATen's GPU arithmetic may round a sample
+// point's coordinate one ulp apart, 7.6e-6 px at 100 px, which moves a bin of unit-variance
+// features by up to ~3e-5: 2.9e-5 on an H200); NMS keeps,
 // mask targets equal; proposal counts equal and boxes within 1e-3 px (a GPU's exp may round
 // differently from the host's); pasted binary masks differ in at most 0.1 % of the pixels.
 #include <ATen/ATen.h>
@@ -12,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -59,7 +63,10 @@ TEST_F(PortableOnGpu, MultilevelRoIAlignForwardAndBackwardMatchTheNativeCpu) {
   ImplementationGuard portable(Implementation::kPortable);
   const at::Tensor got = multilevel_roi_align(gpu_feats, rois.to(gpu), 7, 2, false, scales);
   (got * w.to(gpu)).sum().backward();
-  EXPECT_TRUE(at::allclose(got.cpu(), want, 1e-5, 1e-5)) << (got.cpu() - want).abs().max();
+  const at::Tensor off = (got.cpu() - want).abs();
+  std::cout << "[ portable RoIAlign on the GPU ] forward: max difference " << off.max().item<double>() << ", "
+            << (off > 1e-5).sum().item<int64_t>() << " of " << off.numel() << " beyond 1e-5\n";
+  EXPECT_TRUE(at::allclose(got.cpu(), want, 1e-4, 1e-4)) << off.max();
   for (size_t l = 0; l < scales.size(); ++l)
     EXPECT_TRUE(at::allclose(gpu_feats[l].grad().cpu(), cpu_feats[l].grad(), 1e-4, 1e-4)) << "level " << l;
   check_device_faults(gpu, "valid RoIs");
