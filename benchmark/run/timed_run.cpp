@@ -89,15 +89,18 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     };
     int64_t images = 0;
     const auto epoch_t0 = std::chrono::steady_clock::now();
-    // Step results arrive as the trainer reads them: with each step, or several at once.
+    // Step results arrive as the trainer reads them: with each step, or several at once. Each is
+    // timed when its work was queued (the host runs at most a step ahead of a GPU, which it waits
+    // on once a step), not when it was read: a read of 20 results at once would otherwise give the
+    // first 1/20 of the epoch's rate.
     const train::Trainer::ResultSink record = [&](const train::StepResult& r) {
-      const auto now = std::chrono::steady_clock::now();
+      const auto at = r.queued == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : r.queued;
       images += r.images;
-      const double secs = std::chrono::duration<double>(now - epoch_t0).count();
+      const double secs = std::chrono::duration<double>(at - epoch_t0).count();
       {
         std::lock_guard lock(mutex_);
         result_.steps.push_back(r);
-        result_.step_finished.push_back(now);
+        result_.step_queued.push_back(at);
       }
       notify([&](RunObserver& o) { o.step_done(epoch, r, images, secs); });
     };

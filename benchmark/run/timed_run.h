@@ -129,7 +129,7 @@ struct RunResult {
   int64_t run_start_ms = 0, run_stop_ms = 0;
   std::vector<std::pair<int64_t, Accuracy>> accuracies;  // by epoch, in the order scored
   std::vector<train::StepResult> steps;                  // every step of this process, as read
-  std::vector<std::chrono::steady_clock::time_point> step_finished;  // parallel: when each was read
+  std::vector<std::chrono::steady_clock::time_point> step_queued;  // parallel: when each was queued
   std::string stop_reason;        // "target reached", "epoch budget spent", or the error
 };
 

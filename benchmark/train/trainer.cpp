@@ -96,6 +96,7 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     const at::ScalarType wide = ops::supports_float64(total.device().type()) ? at::kDouble : at::kFloat;
     at::Tensor values = at::cat(parts).to(wide);
     if (clip) values = at::cat({values, norm.reshape({1}).to(wide)});  // the norm, float64 already
+    r.queued = std::chrono::steady_clock::now();
     unread_.push_back({std::move(r), std::move(values)});
   }
   ++step_;

@@ -19,6 +19,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -96,6 +97,9 @@ struct StepResult {
   double grad_norm = 0;                  // before clipping (0 unless clipping is on)
   bool skipped = false;                  // float16 overflow: no update this step
   int64_t images = 0;                    // images in this rank's batch
+  // When the host had queued the step's work. A device's results are read every
+  // results_every_steps steps, several at once: the read's time is the last one's, not theirs.
+  std::chrono::steady_clock::time_point queued{};
 };
 
 struct TrainerState {

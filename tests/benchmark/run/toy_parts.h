@@ -28,6 +28,7 @@ class ToyModel final : public train::TrainableModel {
     const at::Tensor keep = at::rand({batch.size()}, gen_) < 0.75;
     const at::Tensor err = (x.matmul(w_) + b_ - y) * keep.to(at::kFloat);
     const int64_t call = calls_++;
+    if (step_time_.count() > 0) std::this_thread::sleep_for(step_time_);
     if (call == fail_at_step_) throw std::runtime_error("toy model failed");
     if (call == nan_at_step_) return {{"loss_mse", err.pow(2).mean() * NAN}};
     return {{"loss_mse", err.pow(2).mean()}, {"loss_l1", err.abs().mean() * 0.1}};
@@ -46,6 +47,7 @@ class ToyModel final : public train::TrainableModel {
   void set_step_seed(uint64_t seed) override { gen_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
   int64_t nan_at_step_ = -1;
   int64_t fail_at_step_ = -1;  // throws in this step's forward
+  std::chrono::milliseconds step_time_{0};  // each forward takes at least this long
 
  private:
   at::Tensor w_, b_;
