@@ -167,15 +167,19 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
       << error_of({"run.device=\"cuda:1\""}, "aws-p3.16xlarge.json");
   EXPECT_EQ(error_of({"run.device=\"cuda:1\""}), "");
   EXPECT_NE(error_of({"launch.host_memory=\"keep\""}).find("launch.host_memory"), std::string::npos);
-  // CUDA graphs: a run setting, for CUDA devices, a shape count in [0, 1024].
+  // CUDA graphs: a run setting, for CUDA devices, a shape count in [0, 1].
   EXPECT_NE(error_of({"run.cuda_graph_shapes=4"}).find("run.cuda_graph_shapes: CUDA graphs need run.device \"cuda\""),
             std::string::npos)
       << error_of({"run.cuda_graph_shapes=4"});
   EXPECT_NE(error_of({"run.cuda_graph_shapes=-1"}, "aws-p3.16xlarge.json").find("run.cuda_graph_shapes"), std::string::npos);
   EXPECT_NE(error_of({"model.cuda_graph_shapes=4"}, "aws-p3.16xlarge.json").find("set by run.cuda_graph_shapes"),
             std::string::npos);
-  EXPECT_EQ(error_of({"run.cuda_graph_shapes=32"}, "aws-p3.16xlarge.json"), "");
-  EXPECT_EQ(load_system_config(kSystems + "aws-p3.16xlarge.json", {"run.cuda_graph_shapes=32"}).model.cuda_graph_shapes, 32);
+  // One shape at most until a second shape's graphs compute the eager step on a GPU.
+  EXPECT_NE(error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json").find("run.cuda_graph_shapes: at most 1"),
+            std::string::npos)
+      << error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json");
+  EXPECT_EQ(error_of({"run.cuda_graph_shapes=1"}, "aws-p3.16xlarge.json"), "");
+  EXPECT_EQ(load_system_config(kSystems + "aws-p3.16xlarge.json", {"run.cuda_graph_shapes=1"}).model.cuda_graph_shapes, 1);
 }
 
 TEST(SystemConfig, ClosedDivisionRefusesWhatTheRulesForbidAndSaysTheRule) {
