@@ -31,10 +31,15 @@ constexpr const char* kEvalThreads = "measured: the evaluator's thread count doe
 // What each fingerprint field means for the numbers, longest prefix first within a group.
 constexpr Rule kFingerprintRules[] = {
     {"binary.path", false, "where the executable lies does not change results"},
+    {"binary.library_paths", false, "where the project's libraries lie does not change results"},
+    {"binary.libraries", true,
+     "another build of a project library (the kernels are libmrcnn_ops.so's, the network libmrcnn_model.so's): "
+     "any value may differ"},
     {"binary.", true, "another build of the code: any value may differ"},
     {"libraries.aten_cpu_capability", true,
      "LibTorch runs other vector kernels (another ISA level): float sums round differently, values differ "
      "from the first steps"},
+    {"libraries.libtorch_dir", false, "where LibTorch was loaded from; libraries.libtorch says which version ran"},
     {"libraries.", true, "other library versions run other kernels: values may differ from the first step"},
     {"host.cpu_model", true,
      "another CPU model: LibTorch and oneDNN choose other kernels whose float sums round differently; values "

@@ -41,6 +41,23 @@ std::string read_first_line(const std::string& path) {
 
 }  // namespace
 
+std::map<std::string, std::string> mapped_libraries(std::istream& maps, const std::string& name_prefix) {
+  std::map<std::string, std::string> found;
+  for (std::string line; std::getline(maps, line);) {
+    // address perms offset dev inode [path]: the path, which may hold spaces, is the rest.
+    std::istringstream fields(line);
+    std::string skip;
+    for (int i = 0; i < 5 && (fields >> skip); ++i) {
+    }
+    std::string path;
+    std::getline(fields >> std::ws, path);
+    if (path.empty() || path.front() != '/' || path.ends_with(" (deleted)")) continue;
+    const std::string name = fs::path(path).filename().string();
+    if (name.starts_with(name_prefix) && name.find(".so") != std::string::npos) found.emplace(name, path);
+  }
+  return found;
+}
+
 Json binary_fingerprint() {
   const BuildInfo& b = build_info();
   Json j{{"path", ""}, {"sha256", ""}};
@@ -57,6 +74,22 @@ Json binary_fingerprint() {
     }();
     j["sha256"] = hash;
   }
+  // Hashed once per process too, as they were mapped when first asked.
+  static const std::pair<Json, Json> libraries = [] {
+    std::ifstream maps("/proc/self/maps");
+    Json hashes = Json::object(), paths = Json::object();
+    for (const auto& [name, path] : mapped_libraries(maps, "libmrcnn")) {
+      paths[name] = path;
+      try {
+        hashes[name] = sha256_file(path);
+      } catch (const std::exception&) {
+        hashes[name] = "";
+      }
+    }
+    return std::pair{hashes, paths};
+  }();
+  j["libraries"] = libraries.first;
+  j["library_paths"] = libraries.second;
   j["version"] = b.version;
   j["git_commit"] = b.git_commit;
   j["git_dirty"] = b.git_dirty;

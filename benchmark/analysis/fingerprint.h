@@ -3,14 +3,16 @@
 //
 //   {"format": 1,
 //    "config_sha256": ..., "seed": N,
-//    "binary":    {"path", "sha256", "version", "git_commit", "git_dirty", "compiler", "build_type"},
-//    "libraries": {"libtorch", "cuda", "cudnn", "nccl", "mpi", "aten_cpu_capability", ...,
+//    "binary":    {"path", "sha256", "libraries": {"libmrcnn_ops.so": sha256, ...},
+//                  "library_paths": {"libmrcnn_ops.so": path, ...}, "version", "git_commit",
+//                  "git_dirty", "compiler", "build_type"},
+//    "libraries": {"libtorch", "libtorch_dir", "cuda", "cudnn", "nccl", "mpi", "aten_cpu_capability", ...,
 //                  "backend_library": {"path", "bytes", "sha256"} or null},
 //    "host":      {"hostname", "os", "cpu_model", "cpu_flags", "logical_cpus", "gpus", "gpu_driver"},
 //    "threads":   {"intra_op", "inter_op", "loader", "eval"},
 //    "ranks":     {"world_size", "nodes", "ranks_per_node", "communicator", "device"},
-//    "settings":  {"deterministic", "ops", "ops_resolved" (native | portable), "precision",
-//                  "channels_last"},
+//    "settings":  {"deterministic", "ops", "ops_resolved" (native | portable),
+//                  "deterministic_algorithms", "tf32", "precision", "channels_last"},
 //    "data":      {"dir", "train_annotations": {"path", "bytes", "sha256"}, "val_annotations": {...},
 //                  "train_images", "val_images"}}
 //
@@ -20,6 +22,8 @@
 // touching them.
 #pragma once
 
+#include <istream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,8 +45,15 @@ struct BuildInfo {
 };
 const BuildInfo& build_info();
 
-// The running executable: its path and SHA-256, and the build info.
+// The running executable: its path and SHA-256, the build info, and the project's shared libraries
+// mapped into the process (`libraries`: file name -> SHA-256, `library_paths`: file name -> path;
+// the kernels live in libmrcnn_ops.so, the network in libmrcnn_model.so, so a rebuilt library
+// changes results as a rebuilt executable does).
 Json binary_fingerprint();
+
+// The files a /proc/<pid>/maps text maps whose file name starts with `name_prefix` and holds
+// ".so": file name -> path (one path per name, the first mapped). Deleted files are left out.
+std::map<std::string, std::string> mapped_libraries(std::istream& maps, const std::string& name_prefix);
 
 // The machine: hostname, OS (uname), CPU model and the ISA flags that choose kernels, logical
 // CPUs, the NVIDIA driver when one is loaded.

@@ -7,6 +7,10 @@
 #include <c10/core/Device.h>
 #include <torch/headeronly/version.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "benchmark/analysis/fingerprint.h"
 #include "benchmark/analysis/run_record.h"
 #include "benchmark/comm/communicator.h"
 #include "benchmark/data/coco_layout.h"
@@ -20,6 +24,13 @@ namespace {
 
 std::string cuda_version(long v) {  // 13000 -> "13.0"; 0 -> ""
   return v > 0 ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : "";
+}
+
+// The folder LibTorch's libraries were loaded from (its version is recorded beside it).
+std::string libtorch_dir() {
+  std::ifstream maps("/proc/self/maps");
+  const auto found = analysis::mapped_libraries(maps, "libtorch_cpu");
+  return found.empty() ? "" : std::filesystem::path(found.begin()->second).parent_path().string();
 }
 
 std::string cudnn_version(long v) {  // 91000 -> "9.10.0"
@@ -36,6 +47,7 @@ Json run_fingerprint(const config::SystemConfig& c, int world_size) {
           {"seed", c.run.seed},
           {"binary", analysis::binary_fingerprint()},
           {"libraries", {{"libtorch", TORCH_VERSION},
+                         {"libtorch_dir", libtorch_dir()},
                          {"aten_cpu_capability", at::get_cpu_capability()},
                          {"mkldnn", at::get_mkldnn_version()},
                          {"openmp", at::get_openmp_version()},

@@ -8,7 +8,8 @@ Short deterministic runs of the local system on a tiny synthetic set:
   3. a copy of run 1 whose metrics.jsonl is edited at step 7: exit 1, that step named;
   4. a run with another seed: the seed is the first thing said;
   5. --replay of run 1 from its own config.json: bit-identical;
-  6. the fingerprint: config hash (= sha256 of config.json's text), binary hash (= sha256 of the executable), thread counts, the
+  6. the fingerprint: config hash (= sha256 of config.json's text), binary hash (= sha256 of the executable), the
+     project libraries' hashes (= sha256 of libmrcnn_ops.so and libmrcnn_model.so; one edited: audit names it), thread counts, the
      data checksums (= sha256 of the annotation files), and the log's run_fingerprint summary;
   7. bad input: a missing run, a folder that is no run, a bad --tolerance: exit 2, one line.
 """
@@ -95,6 +96,19 @@ def main():
         fp = json.loads((a / "fingerprint.json").read_text())
         exe = env.mlperf_maskrcnn().resolve()
         assert fp["binary"]["sha256"] == hashlib.sha256(exe.read_bytes()).hexdigest(), fp["binary"]
+        # The project's shared libraries the program maps: the kernels' and the network's.
+        libs, paths = fp["binary"]["libraries"], fp["binary"]["library_paths"]
+        assert {"libmrcnn_ops.so", "libmrcnn_model.so"} <= set(libs) and set(libs) == set(paths), fp["binary"]
+        for name, path in paths.items():
+            assert libs[name] == hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest(), (name, path)
+        rebuilt = tmp / "rebuilt"
+        shutil.copytree(a, rebuilt)
+        other = json.loads((rebuilt / "fingerprint.json").read_text())
+        other["binary"]["libraries"]["libmrcnn_ops.so"] = "0" * 64
+        (rebuilt / "fingerprint.json").write_text(json.dumps(other))
+        rc, out, _ = audit(a, rebuilt)
+        # The same values (exit 0), with the library named as what would change them.
+        assert rc == 0 and "changes results  binary.libraries.libmrcnn_ops.so: " in out, (rc, out)
         config_text = (a / "config.json").read_bytes()  # the resolved configuration and a newline
         assert fp["config_sha256"] == hashlib.sha256(config_text.rstrip(b"\n")).hexdigest(), fp["config_sha256"]
         assert fp["threads"]["intra_op"] == 2 and fp["threads"]["loader"] == 1, fp["threads"]
@@ -103,9 +117,11 @@ def main():
         assert fp["data"]["train_annotations"]["sha256"] == hashlib.sha256(ann.read_bytes()).hexdigest(), fp["data"]
         assert fp["data"]["train_images"] == 32 and fp["data"]["val_images"] == 8, fp["data"]
         assert fp["host"]["cpu_model"] and fp["libraries"]["libtorch"], fp
+        assert pathlib.Path(fp["libraries"]["libtorch_dir"], "libtorch_cpu.so").is_file(), fp["libraries"]
         summary = [r for r in env.mllog_records(a / "mlperf_log.txt") if r["key"] == "run_fingerprint"]
         assert len(summary) == 1 and summary[0]["value"]["binary_sha256"] == fp["binary"]["sha256"], summary
-        print("fingerprint: binary and annotation checksums equal sha256 of the files; summary in the MLPerf log")
+        print("fingerprint: binary, project library and annotation checksums equal sha256 of the files "
+              "(a rebuilt libmrcnn_ops.so is named by audit); summary in the MLPerf log")
 
         # 7. bad input
         (tmp / "empty").mkdir()

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "benchmark/analysis/run_record.h"
 #include "benchmark/analysis/sha256.h"
 #include "benchmark/analysis/svg_plot.h"
+#include "benchmark/analysis/tensorboard.h"
 
 namespace mrcnn::analysis {
 namespace {
@@ -250,6 +253,34 @@ TEST(Audit, PortableOpsAreNamedAsChangingResults) {
   EXPECT_EQ(same.verdict, AuditResult::Verdict::kIdentical) << same.headline;
 }
 
+// A rebuilt ops library changes results as a rebuilt executable does, and is named; where the
+// libraries lie does not.
+TEST(Audit, ARebuiltProjectLibraryIsNamed) {
+  RunRecord a = run_with(1, {3.0, 2.5}, {0.1});
+  a.fingerprint["binary"] = {{"sha256", "exe"},
+                             {"libraries", {{"libmrcnn_ops.so", "aaaa"}, {"libmrcnn_model.so", "bbbb"}}},
+                             {"library_paths", {{"libmrcnn_ops.so", "/one/build/model/libmrcnn_ops.so"}}}};
+  RunRecord b = run_with(1, {3.0, 2.5}, {0.1});
+  b.fingerprint["binary"] = a.fingerprint["binary"];
+  b.fingerprint["binary"]["library_paths"]["libmrcnn_ops.so"] = "/another/build/model/libmrcnn_ops.so";
+  EXPECT_EQ(audit_runs(a, b).verdict, AuditResult::Verdict::kIdentical) << audit_runs(a, b).headline;
+  b.fingerprint["binary"]["libraries"]["libmrcnn_ops.so"] = "cccc";
+  const AuditResult r = audit_runs(a, b);
+  bool named = false;
+  for (const SetupDifference& d : r.setup) {
+    if (d.what == "binary.libraries.libmrcnn_ops.so") {
+      named = true;
+      EXPECT_TRUE(d.changes_results);
+      EXPECT_NE(d.consequence.find("libmrcnn_ops.so"), std::string::npos) << d.consequence;
+    }
+    EXPECT_NE(d.what, "binary.libraries.libmrcnn_model.so");
+    if (d.what.starts_with("binary.library_paths")) {
+      EXPECT_FALSE(d.changes_results) << d.what;
+    }
+  }
+  EXPECT_TRUE(named) << r.headline;
+}
+
 TEST(Audit, AccuracyAndOutcomeDifferencesCount) {
   const RunRecord a = run_with(1, {3.0}, {0.1, 0.2});
   RunRecord b = a;
@@ -450,6 +481,51 @@ TEST(Svg, ChartsGrowWithTheirRowsAndLabels) {
   std::vector<svg::Series> series(30, svg::Series{.name = "a run", .points = {{0, 0.1}}, .color = "#000"});
   EXPECT_GT(size(svg::line_chart("t", "x", "y", series, {})).second, 30 * 18);
   EXPECT_EQ(svg::text_width("\xc3\xa9t\xc3\xa9"), svg::text_width("ete"));  // characters, not bytes
+}
+
+// TFRecord frames check with CRC-32C: the standard check value, and a frame laid out as
+// length | masked CRC of the length | data | masked CRC of the data. (TensorBoard's own reader
+// reads a whole exported run back in tests/e2e/test_export.py.)
+TEST(TensorBoard, Crc32cAndTheRecordFrame) {
+  EXPECT_EQ(tensorboard::crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(tensorboard::crc32c(""), 0u);
+  const std::string data = tensorboard::scalar_event(1.5, 7, "train/loss", 0.25f);
+  const std::string frame = tensorboard::record(data);
+  ASSERT_EQ(frame.size(), 8 + 4 + data.size() + 4);
+  uint64_t length = 0;
+  std::memcpy(&length, frame.data(), 8);
+  EXPECT_EQ(length, data.size());
+  uint32_t crc = 0;
+  std::memcpy(&crc, frame.data() + 8, 4);
+  EXPECT_EQ(crc, tensorboard::masked_crc32c(frame.substr(0, 8)));
+  EXPECT_EQ(frame.substr(12, data.size()), data);
+  std::memcpy(&crc, frame.data() + 12 + data.size(), 4);
+  EXPECT_EQ(crc, tensorboard::masked_crc32c(data));
+  // The event: wall_time (field 1, fixed64), step (field 2, varint 7), summary (field 5) holding
+  // one value whose tag is the name and whose simple_value (field 2, fixed32) is 0.25.
+  EXPECT_EQ(static_cast<unsigned char>(data[0]), 0x09);
+  EXPECT_EQ(static_cast<unsigned char>(data[9]), 0x10);
+  EXPECT_EQ(static_cast<unsigned char>(data[10]), 7);
+  EXPECT_NE(data.find("train/loss"), std::string::npos);
+  float value = 0;
+  std::memcpy(&value, data.data() + data.size() - 4, 4);
+  EXPECT_EQ(value, 0.25f);
+  EXPECT_NE(tensorboard::file_version_event(0).find("brain.Event:2"), std::string::npos);
+}
+
+TEST(Fingerprint, MappedLibrariesAreReadFromAMapsText) {
+  std::istringstream maps(
+      "55d0c0000000-55d0c0001000 r--p 00000000 08:01 123 /opt/run/build/benchmark/mlperf-maskrcnn\n"
+      "7f0000000000-7f0000100000 r--p 00000000 08:01 456 /opt/run/build/model/libmrcnn_ops.so\n"
+      "7f0000100000-7f0000200000 r-xp 00100000 08:01 456 /opt/run/build/model/libmrcnn_ops.so\n"
+      "7f0000300000-7f0000400000 r--p 00000000 08:01 457 /a dir with spaces/libmrcnn_model.so\n"
+      "7f0000500000-7f0000600000 r--p 00000000 08:01 458 /usr/lib/libtorch_cpu.so\n"
+      "7f0000700000-7f0000800000 r--p 00000000 08:01 459 /old/libmrcnn_extra.so (deleted)\n"
+      "7f0000900000-7f0000a00000 rw-p 00000000 00:00 0 \n"
+      "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n");
+  const std::map<std::string, std::string> want{{"libmrcnn_model.so", "/a dir with spaces/libmrcnn_model.so"},
+                                                {"libmrcnn_ops.so", "/opt/run/build/model/libmrcnn_ops.so"}};
+  EXPECT_EQ(mapped_libraries(maps, "libmrcnn"), want);
 }
 
 TEST(Fingerprint, SummaryHoldsNoKeyTheOfficialToolsReadBySubstring) {
