@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "benchmark/analysis/audit_command.h"
+#include "benchmark/analysis/export_command.h"
 #include "benchmark/analysis/report_command.h"
 #include "eval/coco_eval_command.h"
 #include "logging/check_command.h"
@@ -30,6 +31,7 @@ constexpr Command kCommands[] = {
     {"coco-eval", mrcnn::eval::coco_eval_main, "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
     {"report", mrcnn::analysis::report_main, "compare systems from their results: score, RCP check, throughput, time, plots"},
     {"audit", mrcnn::analysis::audit_main, "compare two runs: setup differences, first diverging step, verdict"},
+    {"export", mrcnn::analysis::export_main, "a run's metrics as a TensorBoard event file and CSV tables"},
 #if MRCNN_WITH_TORCH
     {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},
     {"eval", mrcnn::run::eval_main, "COCO metrics of trained weights on a dataset"},

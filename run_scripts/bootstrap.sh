@@ -11,7 +11,7 @@
 #      Chromium (the report page's browser test).
 #   2. the project-local Python environment .venv/ with the pinned run_scripts/requirements.txt
 #      (torch provides the LibTorch C++ distribution the build links against; mlperf-logging the
-#      official checker), plus requirements-test.txt for the test profile (the reference scorers).
+#      official checker), plus requirements-test.txt for the test profile (the reference scorers, TensorBoard).
 # Quick when already done: stamps in .venv record the hash of the requirements each profile holds.
 #
 # Environment:
