@@ -237,7 +237,8 @@ fi
 # ---- 3. CUDA tests and the rest of the suite ---------------------------------------------------
 failed=0
 if wants cuda_tests; then
-  stage cuda_tests ctest --test-dir "$build" --output-on-failure -R "$cuda_tests" || failed=1
+  # Verbose: the tests print what they measured (differences, spreads) for the record.
+  stage cuda_tests ctest --test-dir "$build" --verbose -R "$cuda_tests" || failed=1
   grep -q "Skipped\|SKIPPED" "$out/cuda_tests.log" && say "  (some CUDA tests skipped: see cuda_tests.log)"
 fi
 if wants all_tests; then

@@ -3,7 +3,8 @@
 run_scripts/fetch_gpu_debs.sh downloads the packages (skipped, exit 77, where apt-get cannot);
 the configure stage then unpacks them into OUT/prefix and must take every C++ dependency from
 there, not from this machine's own copies: the CMake packages (nlohmann_json, spdlog, fmt,
-GoogleTest, Google Benchmark), libturbojpeg through the carried pkg-config files, libpng and zlib.
+GoogleTest, Google Benchmark), libturbojpeg through the carried pkg-config files, libpng, zlib
+and OpenSSL's libcrypto (the fingerprint's SHA-256; an H200 machine had no libssl-dev).
 Absolute links inside the packages (libz.so -> /lib/...) must point into the prefix.
 """
 import os
@@ -22,7 +23,7 @@ def main():
             print(f"SKIPPED: the packages cannot be downloaded here:\n{p.stderr[-1500:]}")
             sys.exit(77)
         names = sorted(f.name for f in debs.glob("*.deb"))
-        assert len(names) == 21, names
+        assert len(names) == 23, names
         assert all(set(n) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
                    for n in names), names
 
@@ -30,7 +31,7 @@ def main():
         e = dict(os.environ, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure", MRCNN_DEBS=str(debs))
         p = env.run(["bash", env.SOURCE_DIR / "run_scripts" / "gpu_check.sh", out], env=e, timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
-        assert "unpacked 21 carried .deb files" in (out / "summary.txt").read_text()
+        assert "unpacked 23 carried .deb files" in (out / "summary.txt").read_text()
         prefix = (out / "prefix").resolve()
         cache = {}
         for line in (out / "build" / "CMakeCache.txt").read_text().splitlines():
@@ -38,7 +39,8 @@ def main():
                 key, value = line.split("=", 1)
                 cache[key.split(":", 1)[0]] = value
         for key in ("nlohmann_json_DIR", "spdlog_DIR", "fmt_DIR", "GTest_DIR", "benchmark_DIR",
-                    "pkgcfg_lib_TURBOJPEG_turbojpeg", "PNG_LIBRARY_RELEASE", "ZLIB_LIBRARY_RELEASE"):
+                    "pkgcfg_lib_TURBOJPEG_turbojpeg", "PNG_LIBRARY_RELEASE", "ZLIB_LIBRARY_RELEASE",
+                    "OPENSSL_CRYPTO_LIBRARY"):
             assert key in cache, f"{key} not in the cache"
             assert pathlib.Path(cache[key]).resolve().is_relative_to(prefix), f"{key} = {cache[key]}"
         libz = prefix / "usr" / "lib" / "x86_64-linux-gnu" / "libz.so"
