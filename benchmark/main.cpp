@@ -1,13 +1,17 @@
 // mlperf-maskrcnn: the project's one executable. Each subcommand lives in the library that owns
 // it and is a plain `int main`-like function; this file only routes to them and turns any escaped
-// exception into one clear line and a non-zero exit.
+// exception into one clear line and a non-zero exit. Every command takes `--name=value` for
+// `--name value`; `mlperf-maskrcnn --version` says what this build is.
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "benchmark/analysis/audit_command.h"
 #include "benchmark/analysis/export_command.h"
+#include "benchmark/analysis/fingerprint.h"
 #include "benchmark/analysis/report_command.h"
 #include "eval/coco_eval_command.h"
 #include "logging/check_command.h"
@@ -16,6 +20,7 @@
 #if MRCNN_WITH_TORCH
 #include "benchmark/data/synth_command.h"
 #include "benchmark/run/commands.h"
+#include "benchmark/run/run_fingerprint.h"
 #endif
 
 namespace {
@@ -44,9 +49,42 @@ constexpr Command kCommands[] = {
 };
 
 void usage(std::FILE* out) {
-  std::fprintf(out, "usage: mlperf-maskrcnn <command> [args...]\n\ncommands:\n");
+  std::fprintf(out, "usage: mlperf-maskrcnn <command> [args...]   |   mlperf-maskrcnn --version\n\ncommands:\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
-  std::fprintf(out, "\n'mlperf-maskrcnn <command> --help' describes a command.\n");
+  std::fprintf(out,
+               "\n'mlperf-maskrcnn <command> --help' describes a command. Options take '--name value' or "
+               "'--name=value'.\nEnvironment: MRCNN_SYSTEM (the default --system), MRCNN_DATA_DIR (run.data_dir), "
+               "MRCNN_OUT (run.output_dir); --system and --set win over them.\n");
+}
+
+int version() {
+  const mrcnn::analysis::BuildInfo& b = mrcnn::analysis::build_info();
+  std::printf("mlperf-maskrcnn %s (commit %s%s, %s, %s)\n", b.version.c_str(), b.git_commit.c_str(),
+              b.git_dirty ? ", modified" : "", b.build_type.c_str(), b.compiler.c_str());
+#if MRCNN_WITH_TORCH
+  std::printf("%s\n", mrcnn::run::library_versions().c_str());
+#else
+  std::printf("built without LibTorch (MRCNN_WITH_TORCH=OFF): train, eval and predict are not in it\n");
+#endif
+  return 0;
+}
+
+// --name=value -> --name value, up to a bare "--" (what follows it is passed on as given).
+std::vector<std::string> split_assignments(int argc, char** argv) {
+  std::vector<std::string> out;
+  bool passing_on = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") passing_on = true;
+    const auto eq = a.find('=');
+    if (!passing_on && a.starts_with("--") && eq != std::string::npos && eq > 2) {
+      out.push_back(a.substr(0, eq));
+      out.push_back(a.substr(eq + 1));
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -61,16 +99,23 @@ int main(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
+  if (name == "--version" || name == "version") return version();
+  std::vector<std::string> args = split_assignments(argc - 1, argv + 1);
+  std::vector<char*> command_argv;
+  for (std::string& a : args) command_argv.push_back(a.data());
+  command_argv.push_back(nullptr);
   for (const Command& c : kCommands) {
     if (name != c.name) continue;
     try {
-      return c.main(argc - 1, argv + 1);
+      return c.main(static_cast<int>(args.size()), command_argv.data());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, mrcnn::logging::error_text(e).c_str());
       return 1;
     }
   }
-  std::fprintf(stderr, "mlperf-maskrcnn: unknown command '%s'\n\n", argv[1]);
-  usage(stderr);
+  std::string names;
+  for (const Command& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  std::fprintf(stderr, "mlperf-maskrcnn: error: unknown command '%s' (commands: %s; see --help)\n", argv[1],
+               names.c_str());
   return 2;
 }

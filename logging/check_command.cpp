@@ -50,7 +50,7 @@ int check_main(int argc, char** argv) {
     const std::string a = argv[i];
     auto need_value = [&](const char* name) -> std::string {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "check: %s needs a value\n", name);
+        std::fprintf(stderr, "mlperf-maskrcnn check: error: %s needs a value\n", name);
         std::exit(2);
       }
       return argv[++i];
@@ -69,18 +69,19 @@ int check_main(int argc, char** argv) {
     } else if (a == "--json") {
       json_out = need_value("--json");
     } else if (a.starts_with("--")) {
-      std::fprintf(stderr, "check: unknown option '%s'\n%s", a.c_str(), kUsage);
+      std::fprintf(stderr, "mlperf-maskrcnn check: error: unknown option '%s' (see --help)\n", a.c_str());
       return 2;
     } else {
       files.push_back(a);
     }
   }
   if (files.empty()) {
-    std::fputs(kUsage, stderr);
+    std::fputs("mlperf-maskrcnn check: error: expected one or more MLPerf logs (see --help)\n", stderr);
     return 2;
   }
   if (opt.ruleset != "3.1.0") {
-    std::fprintf(stderr, "check: ruleset %s is not implemented; Mask R-CNN's last ruleset is 3.1.0\n",
+    std::fprintf(stderr,
+                 "mlperf-maskrcnn check: error: --ruleset %s is not implemented; Mask R-CNN's last ruleset is 3.1.0\n",
                  opt.ruleset.c_str());
     return 2;
   }

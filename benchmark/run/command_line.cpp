@@ -2,8 +2,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -15,6 +18,13 @@ using config::ConfigError;
 
 CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& with_value,
                          const std::set<std::string>& switches) {
+  // The environment's defaults, which the command line overrides: MRCNN_SYSTEM for --system,
+  // MRCNN_DATA_DIR for run.data_dir, MRCNN_OUT for run.output_dir (before any --set, which wins).
+  if (const char* s = std::getenv("MRCNN_SYSTEM"); s != nullptr && *s != '\0') system_ = s;
+  if (const char* d = std::getenv("MRCNN_DATA_DIR"); d != nullptr && *d != '\0')
+    overrides_.push_back("run.data_dir=" + nlohmann::json(std::string(d)).dump());
+  if (const char* o = std::getenv("MRCNN_OUT"); o != nullptr && *o != '\0')
+    overrides_.push_back("run.output_dir=" + nlohmann::json(std::string(o)).dump());
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     auto next = [&]() -> std::string {

@@ -39,6 +39,19 @@ std::string cudnn_version(long v) {  // 91000 -> "9.10.0"
 
 }  // namespace
 
+std::string library_versions() {
+  const auto& cuda = at::detail::getCUDAHooks();
+  std::string s = std::string("LibTorch ") + TORCH_VERSION;
+  if (cuda.hasCUDA())
+    s += ", CUDA runtime " + cuda_version(cuda.versionCUDART()) + " with " + std::to_string(cuda.deviceCount()) +
+         " GPU(s)";
+  else
+    s += ", no CUDA device here";
+  s += ops::has_native_kernels(c10::kCUDA) ? "; the project's CUDA kernels are built in"
+                                           : "; built without the project's CUDA kernels";
+  return s;
+}
+
 Json run_fingerprint(const config::SystemConfig& c, int world_size) {
   const auto& cuda = at::detail::getCUDAHooks();
   const bool has_cuda = cuda.hasCUDA();

@@ -19,4 +19,8 @@ analysis::Json run_fingerprint(const config::SystemConfig& config, int world_siz
 // run_start). Files that cannot be read are recorded with their error, never thrown.
 void add_data_fingerprint(analysis::Json& fingerprint, const config::SystemConfig& config, const std::string& log_path);
 
+// One line for --version: the LibTorch version, the CUDA runtime and GPUs it sees, and whether
+// this build holds the project's CUDA kernels.
+std::string library_versions();
+
 }  // namespace mrcnn::run

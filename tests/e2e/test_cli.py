@@ -1,0 +1,75 @@
+"""The command line every command shares, as a user coming from other harnesses types it:
+
+  1. `mlperf-maskrcnn --version`: the version, commit and build type, then LibTorch's version
+     (the one in .venv) and whether the project's CUDA kernels are built in;
+  2. `--name=value` is `--name value` for every command (`config --set=run.seed=7 --print=run.seed`),
+     up to a bare `--`;
+  3. the environment: MRCNN_SYSTEM is the default --system, MRCNN_DATA_DIR run.data_dir and
+     MRCNN_OUT run.output_dir; --system and --set win over them;
+  4. one error format: `mlperf-maskrcnn <command>: error: ...` on one line, exit 2, for check's bad
+     options and missing logs and for an unknown command.
+"""
+import os
+import re
+
+import torch
+
+import mrcnn_testenv as env
+
+EXE = env.mlperf_maskrcnn()
+SYSTEMS = env.SOURCE_DIR / "systems"
+
+
+def run(*args, **environ):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MRCNN_")}
+    e.update(environ)
+    return env.run([EXE, *map(str, args)], env=e, cwd=env.SOURCE_DIR, timeout=60)  # systems/cpu-dev.json, the default
+
+
+def config_print(*args, **environ):
+    p = run("config", *args, **environ)
+    assert p.returncode == 0, (args, environ, p.stderr)
+    return p.stdout.splitlines()
+
+
+def main():
+    # 1. --version
+    p = run("--version")
+    assert p.returncode == 0, p.stderr
+    first, second = p.stdout.splitlines()[:2]
+    assert re.match(r"mlperf-maskrcnn \d+\.\d+\.\d+ \(commit ([0-9a-f]{40}|unknown)", first), first
+    assert second.startswith("LibTorch " + torch.__version__.split("+")[0] + ","), (second, torch.__version__)
+    assert "CUDA kernels" in second, second
+    print(f"--version: {first} / {second}")
+
+    # 2. --name=value
+    assert config_print("--set=run.seed=7", "--print=run.seed") == ["7"]
+    assert config_print("--system=" + str(SYSTEMS / "aws-p3.16xlarge.json"), "--print", "system.system_name") == \
+        ["aws-p3.16xlarge"]
+    print("--name=value: as --name value")
+
+    # 3. the environment, and the command line over it
+    aws = str(SYSTEMS / "aws-p3.16xlarge.json")
+    assert config_print("--print", "system.system_name", MRCNN_SYSTEM=aws) == ["aws-p3.16xlarge"]
+    assert config_print("--system", SYSTEMS / "cpu-dev.json", "--print", "system.system_name",
+                        MRCNN_SYSTEM=aws) == ["cpu-dev"]
+    assert config_print("--print", "run.data_dir", "--print", "run.output_dir",
+                        MRCNN_DATA_DIR="/data/coco2017", MRCNN_OUT="/scratch/runs") == ["/data/coco2017", "/scratch/runs"]
+    assert config_print("--set", 'run.data_dir="/elsewhere"', "--print", "run.data_dir",
+                        MRCNN_DATA_DIR="/data/coco2017") == ["/elsewhere"]
+    print("environment: MRCNN_SYSTEM, MRCNN_DATA_DIR, MRCNN_OUT as defaults; --system and --set win")
+
+    # 4. one error format
+    for args, text in ((["check", "--ruleset=2.0.0", "x.log"], "--ruleset 2.0.0 is not implemented"),
+                       (["check", "--bogus"], "unknown option '--bogus'"),
+                       (["check"], "expected one or more MLPerf logs"),
+                       (["no-such-command"], "unknown command 'no-such-command'")):
+        p = run(*args)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and "error: " + text in p.stderr, (args, p.returncode,
+                                                                                               p.stderr)
+        assert re.match(r"mlperf-maskrcnn( \S+)?: error: ", p.stderr), p.stderr
+    print("errors: one line, `mlperf-maskrcnn <command>: error: ...`, exit 2")
+
+
+if __name__ == "__main__":
+    main()
