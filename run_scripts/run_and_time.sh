@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# One timed MLPerf run of a system, saved as an MLPerf result file:
+# Timed MLPerf runs of a system, each saved as an MLPerf result file:
 #   SYSTEM=aws-p3dn.24xlarge RESULT_INDEX=0 run_scripts/run_and_time.sh
-# writes results/<system>/maskrcnn/result_<RESULT_INDEX>.txt (the run's :::MLLOG log), keeps the
-# whole run folder (config.json, fingerprint.json, metrics.jsonl, the log, the weights) as
-# results/<system>/maskrcnn/runs/result_<RESULT_INDEX>/ for `mlperf-maskrcnn report` and `audit`,
-# and prints one machine-readable line: RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
+#   SYSTEM=aws-p3dn.24xlarge NEXP=5 DATADIR=/data/coco2017 run_scripts/run_and_time.sh
+# Run i (of NEXP, from RESULT_INDEX on) writes results/<system>/maskrcnn/result_<i>.txt (the run's
+# :::MLLOG log), keeps the whole run folder (config.json, fingerprint.json, metrics.jsonl, the log,
+# the weights) as results/<system>/maskrcnn/runs/result_<i>/ for `mlperf-maskrcnn report` and
+# `audit`, checks the log with the official compliance checker (mlperf_logging, from .venv; the
+# project's `check` where .venv has none), and prints one machine-readable line:
+# RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
 # The ranks are started by `mlperf-maskrcnn launch` as the system file says: through mpirun
 # (SCHEDULER=mpirun, the default; HOSTFILE names the nodes) or a Slurm batch script submitted with
 # sbatch --wait (SCHEDULER=slurm). The launch command or script is kept in the run folder too.
-# The exit status is the trainer's (0 targets reached, 3 not reached, 1 error, 2 bad input).
-# Environment: SEED (default: random), RESULT_INDEX (0), BUILD_DIR, RESULTS_DIR, EXTRA_ARGS
-# (more `train` arguments, e.g. "--set run.data_dir=\"/data/coco\""), SYSTEM_FILE (default
-# systems/<SYSTEM>.json), SCHEDULER (mpirun or slurm), HOSTFILE (mpirun), DRY_RUN=1 (print the
-# launch command or batch script only).
+# The exit status is the first failing run's: the trainer's (3 targets not reached, 1 error, 2 bad
+# input), or 1 for a log the compliance check fails; 0 when every run reached the targets with a
+# compliant log.
+# Environment: NEXP (runs, default 1), SEED (the first run's; each later run the next; default:
+# random for every run), RESULT_INDEX (the first run's index, 0), DATADIR (the COCO folder:
+# run.data_dir), LOGDIR (where result files and run folders go, default
+# RESULTS_DIR/<system>/maskrcnn), BUILD_DIR, RESULTS_DIR, EXTRA_ARGS (more `train` arguments,
+# e.g. "--set run.max_epochs=30"), SYSTEM_FILE (default systems/<SYSTEM>.json), SCHEDULER (mpirun
+# or slurm), HOSTFILE (mpirun), DRY_RUN=1 (print the first run's launch command or batch script).
 set -euo pipefail
 
 : "${SYSTEM:?SYSTEM not set (the name of a systems/<name>.json)}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # ---- defaults -------------------------------------------------------------------------------------
 : "${RESULT_INDEX:=0}"
-: "${SEED:=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"   # MLPerf: a different seed for every run
+: "${NEXP:=1}"
+[[ $NEXP =~ ^[1-9][0-9]*$ ]] || { echo "run_and_time: NEXP=$NEXP: expected a number of runs (1 or more)" >&2; exit 2; }
+[[ $RESULT_INDEX =~ ^[0-9]+$ ]] || { echo "run_and_time: RESULT_INDEX=$RESULT_INDEX: expected 0 or more" >&2; exit 2; }
+[[ -z "${SEED:-}" || $SEED =~ ^[0-9]+$ ]] || { echo "run_and_time: SEED=$SEED: expected a number" >&2; exit 2; }
 : "${BUILD_DIR:=$repo/build}"
 : "${RESULTS_DIR:=$repo/results}"
 : "${EXTRA_ARGS:=}"
@@ -27,10 +37,23 @@ system_file="${SYSTEM_FILE:-$repo/systems/$SYSTEM.json}"
 bin="$BUILD_DIR/benchmark/mlperf-maskrcnn"
 [[ -f "$system_file" ]] || { echo "run_and_time: no system file $system_file" >&2; exit 2; }
 [[ -x "$bin" ]] || { echo "run_and_time: $bin not built (run_scripts/bootstrap.sh, then cmake --build)" >&2; exit 2; }
+[[ -z "${DATADIR:-}" || -d "$DATADIR" ]] || { echo "run_and_time: DATADIR=$DATADIR is not a folder" >&2; exit 2; }
+dest="${LOGDIR:-$RESULTS_DIR/$SYSTEM/maskrcnn}"
+data_args=()
+[[ -n "${DATADIR:-}" ]] && data_args=(--set "run.data_dir=\"$(cd "$DATADIR" && pwd)\"")
 
 py="$repo/.venv/bin/python"
-# The run writes under RESULTS_DIR (rank 0 may run on another node: with several nodes it must be
-# a folder every node shares), then its folder is filed below.
+# The official checker where .venv has it (bootstrap.sh installs mlperf-logging); else the project's.
+compliance() {  # LOG FOLDER -> exit status of the check; its report in FOLDER/compliance_checker.log
+  if [[ -x "$py" ]] && "$py" -c 'import mlperf_logging' 2>/dev/null; then
+    "$py" -m mlperf_logging.compliance_checker --usage training --ruleset 3.1.0 \
+      --log_output "$2/compliance_checker.log" "$1" >/dev/null 2>&1
+  else
+    "$bin" check "$1" >"$2/compliance_checker.log" 2>&1
+  fi
+}
+# The runs write under RESULTS_DIR (rank 0 may run on another node: with several nodes it must be
+# a folder every node shares), then each run's folder is filed below.
 mkdir -p "$RESULTS_DIR/.inflight"
 out_root="$(mktemp -d -p "$RESULTS_DIR/.inflight" "$SYSTEM-XXXX")"
 trap 'rm -rf "$out_root"' EXIT
@@ -39,47 +62,77 @@ trap 'rm -rf "$out_root"' EXIT
 # network environment of its launch settings for several ranks, the training command alone for one.
 launch=("$bin" launch --system "$system_file" --scheduler "${SCHEDULER:-mpirun}")
 [[ -n "${HOSTFILE:-}" ]] && launch+=(--hostfile "$HOSTFILE")
-launch_record="$out_root/launch.txt"
-if [[ "${SCHEDULER:-mpirun}" == slurm ]]; then
-  launch_record="$out_root/launch.sbatch"
-  launch+=(--script "$launch_record")
-fi
-train_args=(-- --seed "$SEED" --out "$out_root" --no-progress)
-if [[ "${DRY_RUN:-0}" == 1 ]]; then  # print the launch command and stop
+
+# one_run INDEX SEED: one timed run filed as result_INDEX; returns its status (see the header).
+one_run() {
+  local index=$1 seed=$2 run_out="$out_root/run_$1" launch_record
+  mkdir -p "$run_out"
+  local cmd=("${launch[@]}")
+  launch_record="$run_out/launch.txt"
+  if [[ "${SCHEDULER:-mpirun}" == slurm ]]; then
+    launch_record="$run_out/launch.sbatch"
+    cmd+=(--script "$launch_record")
+  fi
+  local train_args=(-- --seed "$seed" --out "$run_out" --no-progress "${data_args[@]}")
+  if [[ "${DRY_RUN:-0}" == 1 ]]; then  # print the launch command and stop
+    # shellcheck disable=SC2086
+    "${cmd[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS
+    return $?
+  fi
   # shellcheck disable=SC2086
-  "${launch[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS
-  exit $?
-fi
+  "${cmd[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS > "$launch_record.tmp" || return $?  # refuses a bad layout
+  mv "$launch_record.tmp" "$launch_record"
+  local start_fmt end_fmt ret_code
+  start_fmt=$(date +"%Y-%m-%d %r")
+  echo "STARTING TIMING RUN AT $start_fmt"
+  set +e
+  # shellcheck disable=SC2086
+  "${cmd[@]}" "${train_args[@]}" $EXTRA_ARGS
+  ret_code=$?
+  set -e
+  end_fmt=$(date +"%Y-%m-%d %r")
+  echo "ENDING TIMING RUN AT $end_fmt"
 
-# shellcheck disable=SC2086
-"${launch[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS > "$launch_record.tmp"  # refuses a bad layout
-mv "$launch_record.tmp" "$launch_record"
-start_fmt=$(date +"%Y-%m-%d %r")
-echo "STARTING TIMING RUN AT $start_fmt"
-set +e
-# shellcheck disable=SC2086
-"${launch[@]}" "${train_args[@]}" $EXTRA_ARGS
-ret_code=$?
-set -e
-end_fmt=$(date +"%Y-%m-%d %r")
-echo "ENDING TIMING RUN AT $end_fmt"
-
-log="$(readlink -f "$out_root/latest")/mlperf_log.txt"
-if [[ -f "$log" ]]; then
-  dest="$RESULTS_DIR/$SYSTEM/maskrcnn"
-  mkdir -p "$dest"
-  cp "$log" "$dest/result_$RESULT_INDEX.txt"
-  kept="$dest/runs/result_$RESULT_INDEX"   # the run folder, for report and audit
+  local log
+  log="$(readlink -f "$run_out/latest")/mlperf_log.txt"
+  if [[ ! -f "$log" ]]; then
+    if [[ $ret_code == 0 || $ret_code == 3 ]]; then
+      echo "run_and_time: the run ended ($ret_code) but left no MLPerf log in $run_out: did rank 0 run on" \
+           "another node? RESULTS_DIR ($RESULTS_DIR) must be a folder every node shares" >&2
+      return 1
+    fi
+    return $ret_code
+  fi
   mkdir -p "$dest/runs"
+  cp "$log" "$dest/result_$index.txt"
+  local kept="$dest/runs/result_$index"   # the run folder, for report and audit
   rm -rf "$kept"
   mv "$(dirname "$log")" "$kept"
   cp "$launch_record" "$kept/"
-  result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$RESULT_INDEX.txt")
-  echo "RESULT,MASKRCNN,$SEED,$result,mlperf-maskrcnn,$start_fmt"
-  echo "result file: $dest/result_$RESULT_INDEX.txt (run folder: $kept)"
-elif [[ $ret_code == 0 || $ret_code == 3 ]]; then
-  echo "run_and_time: the run ended ($ret_code) but left no MLPerf log in $out_root: did rank 0 run on" \
-       "another node? RESULTS_DIR ($RESULTS_DIR) must be a folder every node shares" >&2
-  exit 1
-fi
-exit $ret_code
+  local result
+  result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$index.txt")
+  echo "RESULT,MASKRCNN,$seed,$result,mlperf-maskrcnn,$start_fmt"
+  echo "result file: $dest/result_$index.txt (run folder: $kept)"
+  if compliance "$dest/result_$index.txt" "$kept"; then
+    echo "compliance check: result_$index.txt passed ($kept/compliance_checker.log)"
+  else
+    echo "run_and_time: result_$index.txt fails the compliance check: see $kept/compliance_checker.log" >&2
+    [[ $ret_code == 0 ]] && ret_code=1
+  fi
+  return $ret_code
+}
+
+status=0
+for ((i = 0; i < NEXP; i++)); do
+  index=$((RESULT_INDEX + i))
+  # MLPerf: a different seed for every run.
+  if [[ -n "${SEED:-}" ]]; then seed=$((SEED + i)); else seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); fi
+  ((NEXP > 1)) && echo "run_and_time: run $((i + 1)) of $NEXP (result_$index, seed $seed)"
+  set +e
+  one_run "$index" "$seed"
+  rc=$?
+  set -e
+  [[ ${DRY_RUN:-0} == 1 ]] && exit $rc
+  ((status == 0)) && status=$rc
+done
+exit $status

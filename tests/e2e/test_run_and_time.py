@@ -4,10 +4,12 @@
    (the mpirun command, or with SCHEDULER=slurm the batch script) with the script's own train
    arguments: the launch itself is checked against each system's topology by
    tests/benchmark/run/test_launch.py. A layout that cannot work stops the script with exit 2.
-2. A real run of the local system on a tiny synthetic set (targets lowered through EXTRA_ARGS):
-   exit 0, the MLPerf log copied to RESULTS_DIR/<system>/maskrcnn/result_<N>.txt, the run folder
-   kept beside it with the launch command, and a RESULT line whose seconds are the log's
-   run_stop - run_start.
+2. Two real runs (NEXP=2) of the local system on a tiny synthetic set (DATADIR; targets lowered
+   through EXTRA_ARGS): exit 0, each MLPerf log copied to LOGDIR/result_<N>.txt with seeds SEED
+   and SEED+1, each run folder kept beside it with the launch command and the official
+   compliance checker's report (SUCCESS), and RESULT lines whose seconds are the logs'
+   run_stop - run_start. Without LOGDIR the files go to RESULTS_DIR/<system>/maskrcnn.
+3. Bad input: NEXP=0, a DATADIR that is no folder: exit 2 before anything runs.
 """
 import json
 import os
@@ -46,29 +48,43 @@ def main():
         tmp = pathlib.Path(tmp)
         data = tmp / "data"
         env.synth_dataset(data, "--train", "24", "--val", "8", "--seed", "3")
-        extra = (f'--quiet --set run.data_dir="{data}" --set run.max_epochs=2 --set run.target_bbox=0 '
-                 f'--set run.target_segm=0 --set data.loader_threads=1')
-        p = launcher("cpu-dev", SEED="21", RESULT_INDEX="3", RESULTS_DIR=str(tmp / "results"), EXTRA_ARGS=extra)
+        extra = ('--quiet --set run.max_epochs=2 --set run.target_bbox=0 --set run.target_segm=0 '
+                 '--set data.loader_threads=1')
+        logdir = tmp / "logs"
+        p = launcher("cpu-dev", SEED="21", RESULT_INDEX="3", NEXP="2", DATADIR=str(data), LOGDIR=str(logdir),
+                     RESULTS_DIR=str(tmp / "results"), EXTRA_ARGS=extra)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-        result = tmp / "results" / "cpu-dev" / "maskrcnn" / "result_3.txt"
-        assert result.is_file(), p.stdout
-        line = re.search(r"^RESULT,MASKRCNN,21,([0-9.]+),mlperf-maskrcnn,", p.stdout, re.M)
-        assert line, p.stdout
-        t = {}
-        for r in env.mllog_records(result):
-            if r["key"] in ("run_start", "run_stop"):
-                t[r["key"]] = r["time_ms"]
-            if r["key"] == "seed":
-                assert r["value"] == 21, r
-        assert abs(float(line.group(1)) - (t["run_stop"] - t["run_start"]) / 1000) < 1e-3, (line.group(0), t)
-        kept = result.parent / "runs" / "result_3"
-        for name in ("config.json", "metrics.jsonl", "fingerprint.json", "model.safetensors", "launch.txt"):
-            assert (kept / name).is_file(), f"run folder lacks {name}: {sorted(x.name for x in kept.iterdir())}"
-        assert "train" in (kept / "launch.txt").read_text()
-        check = env.run([env.mlperf_maskrcnn(), "check", result])
-        assert check.returncode == 0, check.stdout
-        print(f"real run: {result.name} written, {line.group(0)}")
+        for index, seed in ((3, 21), (4, 22)):
+            result = logdir / f"result_{index}.txt"
+            assert result.is_file(), p.stdout
+            line = re.search(rf"^RESULT,MASKRCNN,{seed},([0-9.]+),mlperf-maskrcnn,", p.stdout, re.M)
+            assert line, p.stdout
+            t = {}
+            for r in env.mllog_records(result):
+                if r["key"] in ("run_start", "run_stop"):
+                    t[r["key"]] = r["time_ms"]
+                if r["key"] == "seed":
+                    assert r["value"] == seed, r
+            assert abs(float(line.group(1)) - (t["run_stop"] - t["run_start"]) / 1000) < 1e-3, (line.group(0), t)
+            kept = logdir / "runs" / f"result_{index}"
+            for name in ("config.json", "metrics.jsonl", "fingerprint.json", "model.safetensors", "launch.txt",
+                         "compliance_checker.log"):
+                assert (kept / name).is_file(), f"run folder lacks {name}: {sorted(x.name for x in kept.iterdir())}"
+            assert "train" in (kept / "launch.txt").read_text()
+            assert f'run.data_dir="{data}"' in (kept / "launch.txt").read_text()
+            assert "SUCCESS" in (kept / "compliance_checker.log").read_text()
+            assert f"compliance check: result_{index}.txt passed" in p.stdout, p.stdout
+            check = env.run([env.mlperf_maskrcnn(), "check", result])
+            assert check.returncode == 0, check.stdout
+        assert not (tmp / "results" / "cpu-dev").exists(), "LOGDIR given: nothing under RESULTS_DIR/<system>"
+        print(f"NEXP=2: result_3.txt and result_4.txt (seeds 21, 22) in LOGDIR, each compliant, "
+              f"{re.findall(r'^RESULT,.*$', p.stdout, re.M)}")
 
+        # 3. bad input
+        for extra_env, text in (({"NEXP": "0"}, "NEXP=0"), ({"DATADIR": str(tmp / "nowhere")}, "is not a folder")):
+            p = launcher("cpu-dev", RESULTS_DIR=str(tmp / "results"), **extra_env)
+            assert p.returncode == 2 and text in p.stderr and "STARTING" not in p.stdout, (extra_env, p.stderr)
+        print("bad input: NEXP=0 and a missing DATADIR stop with exit 2")
 
 if __name__ == "__main__":
     main()
