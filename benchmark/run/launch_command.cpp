@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: mlperf-maskrcnn launch [--system FILE] [--set K=V ...] [--nodes N]
                               [--scheduler mpirun|slurm] [--hostfile FILE] [--script FILE]
+                              [--time LIMIT] [--container IMAGE] [--container-mounts MOUNTS]
                               [--dry-run] [-- TRAIN_ARGS...]
 
 Starts the training command on every rank of the system, placed as its system file says: the
@@ -35,6 +37,10 @@ divide the accelerators or the sockets) are refused before anything starts.
   --hostfile FILE     mpirun: the nodes to run on
   --script FILE       slurm: where the batch script is written (default:
                       mlperf-maskrcnn-<system>.sbatch in the current folder)
+  --time LIMIT        slurm: the job's time limit (#SBATCH --time: MINUTES, H:MM:SS or D-HH:MM:SS)
+  --container IMAGE   slurm: run every rank in this container (pyxis --container-image; default:
+                      $CONT, as NVIDIA's scripts take it); the rank command's paths are the image's
+  --container-mounts MOUNTS  slurm: SRC:DST[,...] into the container (default: $MOUNTS)
   --dry-run           print the command (mpirun) or the script (slurm) instead of running it
 
 TRAIN_ARGS go to `train` (their --set overrides also shape the launch). The exit status is the
@@ -81,7 +87,9 @@ int launch_main(int argc, char** argv) {
   std::string script_path, script;
   bool dry_run = false;
   try {
-    CommandLine cl(split, argv, {"--nodes", "--scheduler", "--hostfile", "--script"}, {"--dry-run"});
+    CommandLine cl(split, argv,
+                   {"--nodes", "--scheduler", "--hostfile", "--script", "--time", "--container", "--container-mounts"},
+                   {"--dry-run"});
     if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "'");
     dry_run = cl.flag("--dry-run");
     const std::string scheduler = cl.value("--scheduler", "mpirun");
@@ -99,8 +107,20 @@ int launch_main(int argc, char** argv) {
     const config::SystemConfig cfg = cl.system_config();
     const LaunchPlan plan = plan_launch(cfg);
 
-    LaunchRequest req{.hostfile = cl.value("--hostfile")};
+    const char* cont = std::getenv("CONT");
+    const char* mounts = std::getenv("MOUNTS");
+    LaunchRequest req{.hostfile = cl.value("--hostfile"),
+                      .time_limit = cl.value("--time"),
+                      .container_image = cl.value("--container", cont ? cont : ""),
+                      .container_mounts = cl.value("--container-mounts", mounts ? mounts : "")};
     if (!req.hostfile.empty()) require_file(req.hostfile, "--hostfile");
+    static const std::regex time_limit(R"(\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)");
+    if (!req.time_limit.empty() && !std::regex_match(req.time_limit, time_limit))
+      throw config::ConfigError("--time " + req.time_limit + ": expected MINUTES, H:MM:SS or D-HH:MM:SS");
+    if (scheduler != "slurm" && (cl.has("--time") || cl.has("--container") || cl.has("--container-mounts")))
+      throw config::ConfigError("--time, --container and --container-mounts are for --scheduler slurm");
+    if (req.container_image.empty() && !req.container_mounts.empty())
+      throw config::ConfigError("--container-mounts without a container (--container IMAGE or $CONT)");
     req.rank_command = {self_path(), "train", "--system", std::filesystem::absolute(cfg.file).string()};
     for (const auto& o : own_overrides) req.rank_command.insert(req.rank_command.end(), {"--set", o});
     req.rank_command.insert(req.rank_command.end(), train_args.begin(), train_args.end());

@@ -190,6 +190,7 @@ std::string slurm_script(const config::SystemConfig& c, const LaunchPlan& p, con
     << "#SBATCH --ntasks-per-node=" << l.ranks_per_node << "\n"
     << "#SBATCH --exclusive\n";
   if (c.run.device.starts_with("cuda")) s << "#SBATCH --gpus-per-node=" << t.accelerators << "\n";
+  if (!req.time_limit.empty()) s << "#SBATCH --time=" << req.time_limit << "\n";
   for (const auto& a : l.sbatch_args) s << "#SBATCH " << a << "\n";
   s << "set -euo pipefail\n";
   for (const auto& [k, v] : l.env) s << "export " << k << "=" << shell_quoted(v) << "\n";
@@ -202,6 +203,9 @@ std::string slurm_script(const config::SystemConfig& c, const LaunchPlan& p, con
       << "export LD_LIBRARY_PATH=" << dir << "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n";
   }
   s << "srun --mpi=pmix --kill-on-bad-exit=1";
+  // pyxis/enroot: every rank in the container (the rank command's paths are the container's).
+  if (!req.container_image.empty()) s << " " << shell_quoted("--container-image=" + req.container_image);
+  if (!req.container_mounts.empty()) s << " " << shell_quoted("--container-mounts=" + req.container_mounts);
   if (l.cpu_binding == "none") {
     s << " --cpu-bind=none";
   } else {

@@ -74,6 +74,9 @@ int accelerator_of(const config::SystemConfig& config, int local_rank);
 struct LaunchRequest {
   std::vector<std::string> rank_command;  // the training command line of one rank
   std::string hostfile;                   // mpirun: the nodes (empty: this node, or the scheduler's)
+  std::string time_limit;                 // slurm: #SBATCH --time (empty: the partition's)
+  std::string container_image;            // slurm: srun --container-image (pyxis; empty: none)
+  std::string container_mounts;           // slurm: srun --container-mounts (pyxis)
 };
 
 // "mpirun -np N [--hostfile F] <mapping and binding> [-x K=V ...] <mpirun_args> <rank command>",

@@ -31,8 +31,10 @@ def topology(cfg):
     return sockets, cores, vcpus // (sockets * cores), acc
 
 
-def launch(system, *args):
-    return env.run([env.mlperf_maskrcnn(), "launch", "--system", system, *args])
+def launch(system, *args, environ=None):
+    e = {k: v for k, v in os.environ.items() if k not in ("CONT", "MOUNTS")}
+    e.update(environ or {})
+    return env.run([env.mlperf_maskrcnn(), "launch", "--system", system, *args], env=e)
 
 
 def check_mpirun(name, cfg, argv):
@@ -148,6 +150,20 @@ def main():
     assert p.returncode == 0, p.stderr
     print(f"aws-p3dn.24xlarge, 2 nodes x 1 rank: slurm: {check_slurm('p3dn 2x1', cfg, p.stdout)}")
 
+    # Slurm's time limit and a pyxis container, from the options or NVIDIA's CONT and MOUNTS.
+    for args, environ in ((["--time", "2:00:00", "--container", "nvcr.io/org/mrcnn:1", "--container-mounts",
+                            "/fsx/coco:/data"], {}),
+                          (["--time=2:00:00"], {"CONT": "nvcr.io/org/mrcnn:1", "MOUNTS": "/fsx/coco:/data"})):
+        p = launch(p3dn, *one, "--dry-run", "--scheduler", "slurm", *args, environ=environ)
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"^#SBATCH --time=2:00:00$", p.stdout, re.M), p.stdout
+        srun = shlex.split(next(line for line in p.stdout.splitlines() if line.startswith("srun ")))
+        assert "--container-image=nvcr.io/org/mrcnn:1" in srun and "--container-mounts=/fsx/coco:/data" in srun, srun
+        check_slurm("p3dn 2x1 in a container", cfg, p.stdout)
+    p = launch(p3dn, *one, "--dry-run", "--scheduler", "slurm")
+    assert "--time" not in p.stdout and "--container" not in p.stdout, p.stdout
+    print("slurm: --time and the container (options or CONT/MOUNTS) in the script; neither when not asked")
+
     refused = [
         (p3dn, ["--set", "launch.threads_per_rank=12"], "launch.threads_per_rank 12 is more than the 6 physical cores"),
         (p3dn, ["--set", "launch.ranks_per_node=16"], "does not divide the node's 8 accelerators"),
@@ -167,6 +183,13 @@ def main():
             p = launch(system, "--dry-run", "--scheduler", scheduler, *args)
             assert p.returncode == 2 and message in p.stderr, f"{system.name} {args}: {p.returncode} {p.stderr}"
         print(f"refused: {system.name} {' '.join(args)}: {p.stderr.strip().splitlines()[-1][:150]}")
+
+    for args, message in ((["--scheduler", "slurm", "--time", "two hours"], "--time two hours: expected"),
+                          (["--time", "1:00:00"], "are for --scheduler slurm"),
+                          (["--scheduler", "slurm", "--container-mounts", "/a:/b"], "--container-mounts without a container")):
+        p = launch(p3dn, "--dry-run", *args)
+        assert p.returncode == 2 and message in p.stderr, (args, p.returncode, p.stderr)
+    print("refused: a malformed --time, --time with mpirun, mounts without a container")
 
     # Without the dry run, a missing NCCL network plugin stops the launch before anything starts.
     p = launch(env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge-2n.json", "--set",
