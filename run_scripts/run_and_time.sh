@@ -39,6 +39,11 @@ bin="$BUILD_DIR/benchmark/mlperf-maskrcnn"
 [[ -x "$bin" ]] || { echo "run_and_time: $bin not built (run_scripts/bootstrap.sh, then cmake --build)" >&2; exit 2; }
 [[ -z "${DATADIR:-}" || -d "$DATADIR" ]] || { echo "run_and_time: DATADIR=$DATADIR is not a folder" >&2; exit 2; }
 dest="${LOGDIR:-$RESULTS_DIR/$SYSTEM/maskrcnn}"
+# Where the results go must take them before hours of training, not after.
+if [[ ${DRY_RUN:-0} != 1 ]]; then
+  mkdir -p "$dest/runs" 2>/dev/null && [[ -w "$dest" ]] ||
+    { echo "run_and_time: cannot write results into $dest (LOGDIR or RESULTS_DIR)" >&2; exit 2; }
+fi
 data_args=()
 [[ -n "${DATADIR:-}" ]] && data_args=(--set "run.data_dir=\"$(cd "$DATADIR" && pwd)\"")
 
@@ -66,7 +71,7 @@ launch=("$bin" launch --system "$system_file" --scheduler "${SCHEDULER:-mpirun}"
 # one_run INDEX SEED: one timed run filed as result_INDEX; returns its status (see the header).
 one_run() {
   local index=$1 seed=$2 run_out="$out_root/run_$1" launch_record
-  mkdir -p "$run_out"
+  mkdir -p "$run_out" || return 1
   local cmd=("${launch[@]}")
   launch_record="$run_out/launch.txt"
   if [[ "${SCHEDULER:-mpirun}" == slurm ]]; then
@@ -81,15 +86,12 @@ one_run() {
   fi
   # shellcheck disable=SC2086
   "${cmd[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS > "$launch_record.tmp" || return $?  # refuses a bad layout
-  mv "$launch_record.tmp" "$launch_record"
+  mv "$launch_record.tmp" "$launch_record" || return 1
   local start_fmt end_fmt ret_code
   start_fmt=$(date +"%Y-%m-%d %r")
   echo "STARTING TIMING RUN AT $start_fmt"
-  set +e
   # shellcheck disable=SC2086
-  "${cmd[@]}" "${train_args[@]}" $EXTRA_ARGS
-  ret_code=$?
-  set -e
+  "${cmd[@]}" "${train_args[@]}" $EXTRA_ARGS && ret_code=0 || ret_code=$?
   end_fmt=$(date +"%Y-%m-%d %r")
   echo "ENDING TIMING RUN AT $end_fmt"
 
@@ -103,14 +105,15 @@ one_run() {
     fi
     return $ret_code
   fi
-  mkdir -p "$dest/runs"
-  cp "$log" "$dest/result_$index.txt"
+  # one_run runs where errexit does not reach (a condition): each step says when it fails.
   local kept="$dest/runs/result_$index"   # the run folder, for report and audit
-  rm -rf "$kept"
-  mv "$(dirname "$log")" "$kept"
-  cp "$launch_record" "$kept/"
+  cp "$log" "$dest/result_$index.txt" && rm -rf "$kept" && mv "$(dirname "$log")" "$kept" &&
+    cp "$launch_record" "$kept/" ||
+    { echo "run_and_time: cannot file the run as $dest/result_$index.txt; it is still in $run_out" >&2
+      trap - EXIT; return 1; }
   local result
-  result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$index.txt")
+  result=$("$py" "$repo/run_scripts/mlperf_log_reader.py" --run-seconds "$dest/result_$index.txt") ||
+    { echo "run_and_time: cannot read the run's time from $dest/result_$index.txt" >&2; return 1; }
   echo "RESULT,MASKRCNN,$seed,$result,mlperf-maskrcnn,$start_fmt"
   echo "result file: $dest/result_$index.txt (run folder: $kept)"
   if compliance "$dest/result_$index.txt" "$kept"; then
@@ -124,14 +127,13 @@ one_run() {
 
 status=0
 for ((i = 0; i < NEXP; i++)); do
-  index=$((RESULT_INDEX + i))
+  index=$((10#$RESULT_INDEX + i))   # decimal, leading zeros or not
   # MLPerf: a different seed for every run.
-  if [[ -n "${SEED:-}" ]]; then seed=$((SEED + i)); else seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); fi
+  if [[ -n "${SEED:-}" ]]; then seed=$((10#$SEED + i)); else seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); fi
   ((NEXP > 1)) && echo "run_and_time: run $((i + 1)) of $NEXP (result_$index, seed $seed)"
-  set +e
-  one_run "$index" "$seed"
-  rc=$?
-  set -e
+  # A failing step inside one_run ends that run (its status), not the runs after it.
+  rc=0
+  one_run "$index" "$seed" || rc=$?
   [[ ${DRY_RUN:-0} == 1 ]] && exit $rc
   ((status == 0)) && status=$rc
 done

@@ -40,6 +40,8 @@ def main():
             assert out == want.stdout, f"{f.stem} ({scheduler}):\n{out}\nvs launch --dry-run:\n{want.stdout}"
             multi += scheduler == "mpirun" and out.startswith("mpirun ")
     assert multi >= 12, f"expected the multi-rank systems to launch through mpirun, saw {multi}"
+    p = launcher("cpu-dev", DRY_RUN="1", SEED="010")
+    assert p.returncode == 0 and "--seed 10 " in p.stdout, p.stdout  # decimal, not octal
     p = launcher("aws-p3dn.24xlarge", DRY_RUN="1", EXTRA_ARGS="--set launch.threads_per_rank=12")
     assert p.returncode == 2 and "more than the 6 physical cores" in p.stderr, p.stderr
     print(f"DRY_RUN of {len(systems)} system files = launch --dry-run (mpirun and slurm); a bad layout: exit 2")
@@ -81,10 +83,12 @@ def main():
               f"{re.findall(r'^RESULT,.*$', p.stdout, re.M)}")
 
         # 3. bad input
-        for extra_env, text in (({"NEXP": "0"}, "NEXP=0"), ({"DATADIR": str(tmp / "nowhere")}, "is not a folder")):
+        (tmp / "a-file").write_text("")
+        for extra_env, text in (({"NEXP": "0"}, "NEXP=0"), ({"DATADIR": str(tmp / "nowhere")}, "is not a folder"),
+                                ({"LOGDIR": str(tmp / "a-file" / "logs")}, "cannot write results into")):
             p = launcher("cpu-dev", RESULTS_DIR=str(tmp / "results"), **extra_env)
             assert p.returncode == 2 and text in p.stderr and "STARTING" not in p.stdout, (extra_env, p.stderr)
-        print("bad input: NEXP=0 and a missing DATADIR stop with exit 2")
+        print("bad input: NEXP=0, a missing DATADIR and an unwritable LOGDIR stop with exit 2 before any run")
 
 if __name__ == "__main__":
     main()
