@@ -39,7 +39,9 @@ divide the accelerators or the sockets) are refused before anything starts.
                       mlperf-maskrcnn-<system>.sbatch in the current folder)
   --time LIMIT        slurm: the job's time limit (#SBATCH --time: MINUTES, H:MM:SS or D-HH:MM:SS)
   --container IMAGE   slurm: run every rank in this container (pyxis --container-image; default:
-                      $CONT, as NVIDIA's scripts take it); the rank command's paths are the image's
+                      $CONT, as NVIDIA's scripts take it). The rank command names this program,
+                      the system file and the output folder by their paths here: mount them at
+                      the same paths (or build the image at this repository's path)
   --container-mounts MOUNTS  slurm: SRC:DST[,...] into the container (default: $MOUNTS)
   --dry-run           print the command (mpirun) or the script (slurm) instead of running it
 
@@ -102,19 +104,23 @@ int launch_main(int argc, char** argv) {
     }
     std::vector<std::string> train_args(argv + std::min(split + 1, argc), argv + argc);
     std::vector<std::string> own_overrides = cl.overrides();
-    for (size_t i = 0; i + 1 < train_args.size(); ++i)
-      if (train_args[i] == "--set") cl.add_override(train_args[i + 1]);
+    for (size_t i = 0; i < train_args.size(); ++i) {  // --set K=V or --set=K=V, as train reads them
+      if (train_args[i] == "--set" && i + 1 < train_args.size()) cl.add_override(train_args[i + 1]);
+      if (train_args[i].starts_with("--set=")) cl.add_override(train_args[i].substr(6));
+    }
     const config::SystemConfig cfg = cl.system_config();
     const LaunchPlan plan = plan_launch(cfg);
 
-    const char* cont = std::getenv("CONT");
-    const char* mounts = std::getenv("MOUNTS");
+    // NVIDIA's CONT and MOUNTS: the container of a Slurm job (mpirun runs on the host).
+    const char* cont = scheduler == "slurm" ? std::getenv("CONT") : nullptr;
+    const char* mounts = scheduler == "slurm" ? std::getenv("MOUNTS") : nullptr;
     LaunchRequest req{.hostfile = cl.value("--hostfile"),
                       .time_limit = cl.value("--time"),
                       .container_image = cl.value("--container", cont ? cont : ""),
                       .container_mounts = cl.value("--container-mounts", mounts ? mounts : "")};
     if (!req.hostfile.empty()) require_file(req.hostfile, "--hostfile");
-    static const std::regex time_limit(R"(\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)");
+    // Slurm reads M:SS as minutes and seconds: H:MM:SS is asked for instead, to say hours plainly.
+    static const std::regex time_limit(R"(\d+|\d+:\d{2}:\d{2}|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)");
     if (!req.time_limit.empty() && !std::regex_match(req.time_limit, time_limit))
       throw config::ConfigError("--time " + req.time_limit + ": expected MINUTES, H:MM:SS or D-HH:MM:SS");
     if (scheduler != "slurm" && (cl.has("--time") || cl.has("--container") || cl.has("--container-mounts")))

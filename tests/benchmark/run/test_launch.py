@@ -185,11 +185,17 @@ def main():
         print(f"refused: {system.name} {' '.join(args)}: {p.stderr.strip().splitlines()[-1][:150]}")
 
     for args, message in ((["--scheduler", "slurm", "--time", "two hours"], "--time two hours: expected"),
+                          (["--scheduler", "slurm", "--time", "2:00"], "--time 2:00: expected"),  # 2 minutes to Slurm
+                          (["--", "--set=launch.threads_per_rank=12"], "more than the 6 physical cores"),
                           (["--time", "1:00:00"], "are for --scheduler slurm"),
                           (["--scheduler", "slurm", "--container-mounts", "/a:/b"], "--container-mounts without a container")):
         p = launch(p3dn, "--dry-run", *args)
         assert p.returncode == 2 and message in p.stderr, (args, p.returncode, p.stderr)
-    print("refused: a malformed --time, --time with mpirun, mounts without a container")
+    print("refused: a malformed --time, --time with mpirun, mounts without a container; "
+          "train's --set=K=V shapes the launch as --set K=V does")
+    # NVIDIA's MOUNTS (or CONT) in the environment is for Slurm jobs: mpirun launches ignore it.
+    p = launch(p3dn, "--dry-run", environ={"MOUNTS": "/fsx:/fsx"})
+    assert p.returncode == 0 and "container" not in p.stdout, p.stderr
 
     # Without the dry run, a missing NCCL network plugin stops the launch before anything starts.
     p = launch(env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge-2n.json", "--set",
