@@ -108,6 +108,9 @@ std::string replay(const RunRecord& original, const std::string& out_arg) {
     std::vector<char*> cargs;
     for (auto& s : args) cargs.push_back(s.data());
     cargs.push_back(nullptr);
+    // The replay is the recorded run: the caller's path defaults must not choose its system, data
+    // or output (config.json holds them).
+    for (const char* v : {"MRCNN_SYSTEM", "MRCNN_DATA_DIR", "MRCNN_OUT"}) ::unsetenv(v);
     execv(exe.c_str(), cargs.data());
     _exit(127);
   }

@@ -15,6 +15,7 @@ Short deterministic runs of the local system on a tiny synthetic set:
 """
 import hashlib
 import json
+import os
 import pathlib
 import shutil
 
@@ -30,8 +31,8 @@ def train(data, out, *extra):
     return pathlib.Path(out, "latest").resolve()
 
 
-def audit(*args):
-    p = env.run([env.mlperf_maskrcnn(), "audit", *args], timeout=600)
+def audit(*args, **environ):
+    p = env.run([env.mlperf_maskrcnn(), "audit", *args], timeout=600, env=dict(os.environ, **environ))
     return p.returncode, p.stdout, p.stderr
 
 
@@ -88,9 +89,10 @@ def main():
         print("another seed: said first")
 
         # 5. replay
-        rc, out, err = audit("--replay", a, "--replay-out", tmp / "replay")
+        # The caller's MRCNN_DATA_DIR does not redirect the replay: config.json's data is the run's.
+        rc, out, err = audit("--replay", a, "--replay-out", tmp / "replay", MRCNN_DATA_DIR=str(tmp / "elsewhere"))
         assert rc == 0 and "bit-identical" in out, (rc, out, err[-2000:])
-        print("--replay: bit-identical")
+        print("--replay: bit-identical (a caller's MRCNN_DATA_DIR left out)")
 
         # 6. fingerprint
         fp = json.loads((a / "fingerprint.json").read_text())
