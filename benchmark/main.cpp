@@ -69,15 +69,13 @@ int version() {
   return 0;
 }
 
-// --name=value -> --name value, up to a bare "--" (what follows it is passed on as given).
+// --name=value -> --name value, after a bare "--" too (launch reads the train arguments there).
 std::vector<std::string> split_assignments(int argc, char** argv) {
   std::vector<std::string> out;
-  bool passing_on = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--") passing_on = true;
     const auto eq = a.find('=');
-    if (!passing_on && a.starts_with("--") && eq != std::string::npos && eq > 2) {
+    if (a.starts_with("--") && eq != std::string::npos && eq > 2) {
       out.push_back(a.substr(0, eq));
       out.push_back(a.substr(eq + 1));
     } else {

@@ -104,10 +104,8 @@ int launch_main(int argc, char** argv) {
     }
     std::vector<std::string> train_args(argv + std::min(split + 1, argc), argv + argc);
     std::vector<std::string> own_overrides = cl.overrides();
-    for (size_t i = 0; i < train_args.size(); ++i) {  // --set K=V or --set=K=V, as train reads them
-      if (train_args[i] == "--set" && i + 1 < train_args.size()) cl.add_override(train_args[i + 1]);
-      if (train_args[i].starts_with("--set=")) cl.add_override(train_args[i].substr(6));
-    }
+    for (size_t i = 0; i + 1 < train_args.size(); ++i)  // (main split --set=K=V already)
+      if (train_args[i] == "--set") cl.add_override(train_args[i + 1]);
     const config::SystemConfig cfg = cl.system_config();
     const LaunchPlan plan = plan_launch(cfg);
 

@@ -94,7 +94,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     // on once a step), not when it was read: a read of 20 results at once would otherwise give the
     // first 1/20 of the epoch's rate.
     const train::Trainer::ResultSink record = [&](const train::StepResult& r) {
-      const auto at = r.queued == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : r.queued;
+      const auto at = r.queued;
       images += r.images;
       const double secs = std::chrono::duration<double>(at - epoch_t0).count();
       {

@@ -95,7 +95,7 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     // float64 where the device has it (MPS and HPU do not: float32 there, widened on the host).
     const at::ScalarType wide = ops::supports_float64(total.device().type()) ? at::kDouble : at::kFloat;
     at::Tensor values = at::cat(parts).to(wide);
-    if (clip) values = at::cat({values, norm.reshape({1}).to(wide)});  // the norm, float64 already
+    if (clip) values = at::cat({values, norm.reshape({1}).to(wide)});
     r.queued = std::chrono::steady_clock::now();
     unread_.push_back({std::move(r), std::move(values)});
   }

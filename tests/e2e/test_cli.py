@@ -3,7 +3,7 @@
   1. `mlperf-maskrcnn --version`: the version, commit and build type, then LibTorch's version
      (the one in .venv) and whether the project's CUDA kernels are built in;
   2. `--name=value` is `--name value` for every command (`config --set=run.seed=7 --print=run.seed`),
-     up to a bare `--`;
+     and after a bare `--` (the train arguments launch reads: `launch -- --set=K=V` shapes the launch);
   3. the environment: MRCNN_SYSTEM is the default --system, MRCNN_DATA_DIR run.data_dir and
      MRCNN_OUT run.output_dir; --system and --set win over them;
   4. one error format: `mlperf-maskrcnn <command>: error: ...` on one line, exit 2, for check's bad
