@@ -53,6 +53,8 @@ constexpr Rule kFingerprintRules[] = {
     {"threads.loader", false, kLoaderThreads},
     {"threads.eval", false, kEvalThreads},
     {"threads.", false, "does not change the arithmetic of a step"},
+    {"ranks.communicator_resolved", true,
+     "another communicator: the same sums with 2 ranks (a + b), another summation order with more"},
     {"ranks.", true, kRankLayout},
     {"settings.deterministic", true, "nondeterministic kernels in a run: even identical setups may differ"},
     {"settings.ops_resolved", true, kOps},

@@ -77,41 +77,70 @@ bool mpi_available() { return true; }
 bool mpi_available() { return false; }
 #endif
 #if MRCNN_HAVE_NCCL
-std::unique_ptr<Communicator> make_nccl_communicator(const CommunicatorOptions& options);  // nccl_communicator.cpp
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
+                                                     const CommunicatorOptions& options);  // nccl_communicator.cpp
 bool nccl_available() { return true; }
 #else
 bool nccl_available() { return false; }
 #endif
+std::unique_ptr<Communicator> make_tcp_communicator(const RankEnvironment& env,
+                                                    const CommunicatorOptions& options);  // tcp_communicator.cpp
 
 std::string available_backends() {
   std::string out = "local";
   if (mpi_available()) out += ", mpi";
+  out += ", tcp";
   if (nccl_available()) out += ", nccl";
   return out;
 }
 
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options) {
-  // OpenMPI's launcher sets OMPI_COMM_WORLD_SIZE in every rank's environment; srun --mpi=pmix
-  // sets PMIX_RANK.
-  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
-                            std::getenv("PMIX_RANK") != nullptr;
-  if (backend == "local") return make_local_communicator();
-  if (backend == "mpi" || (backend == "auto" && under_mpirun && mpi_available())) {
+namespace {
+
+std::unique_ptr<Communicator> make_mpi(const CommunicatorOptions& options) {
 #if MRCNN_HAVE_MPI
-    return make_mpi_communicator(options);
+  return make_mpi_communicator(options);
 #else
-    throw std::runtime_error("communicator backend 'mpi' is not built in (CMake did not find MPI)");
+  (void)options;
+  throw std::runtime_error("communicator backend 'mpi' is not built in (CMake did not find MPI)");
 #endif
-  }
+}
+
+// The ranks' own environment (torchrun, srun --mpi=none, by hand), or an error saying none is set.
+RankEnvironment required_rank_environment(const std::string& backend, const EnvLookup& env) {
+  if (auto r = read_rank_environment(env)) return *r;
+  throw std::runtime_error("communicator '" + backend +
+                           "': no ranks to join: start the ranks with mpirun, torchrun or srun, or set RANK, "
+                           "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+}
+
+// How the ranks of a job that MPI did not start talk on the host: MPI where it started them,
+// else the TCP ring over the ranks' environment.
+std::unique_ptr<Communicator> make_host(const std::string& backend, const CommunicatorOptions& options,
+                                        const EnvLookup& env) {
+  if (started_by_mpi(env)) return make_mpi(options);
+  return make_tcp_communicator(required_rank_environment(backend, env), options);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options,
+                                                const EnvLookup& env) {
+  if (backend == "local") return make_local_communicator();
+  if (backend == "mpi") return make_mpi(options);
+  if (backend == "tcp") return make_tcp_communicator(required_rank_environment(backend, env), options);
   if (backend == "nccl") {
 #if MRCNN_HAVE_NCCL
-    return make_nccl_communicator(options);
+    return make_nccl_communicator(make_host(backend, options, env), options);
 #else
-    throw std::runtime_error("communicator backend 'nccl' is not built in (it needs CUDA, MPI and NCCL at build time)");
+    throw std::runtime_error("communicator backend 'nccl' is not built in (it needs CUDA and NCCL at build time)");
 #endif
   }
-  if (backend == "auto") return make_local_communicator();
-  throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi, nccl or auto)");
+  if (backend == "auto") {
+    if (started_by_mpi(env) && mpi_available()) return make_mpi(options);
+    if (auto r = read_rank_environment(env)) return make_tcp_communicator(*r, options);
+    return make_local_communicator();
+  }
+  throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi, tcp, nccl or auto)");
 }
 
 }  // namespace mrcnn::comm

@@ -3,9 +3,13 @@
 //   "local" -- one process, every collective is the identity (the CPU development system);
 //   "mpi"   -- OpenMPI ranks started by mpirun. Tensors on another device are staged through
 //              host memory (one copy per bucket each way). Built when CMake finds MPI.
-//   "nccl"  -- one GPU per rank (the GPU of the rank's index on its node), ranks started by
-//              mpirun: GPU tensors reduced by NCCL on the current stream, everything else
-//              through MPI. Built when the build has CUDA, MPI and NCCL.
+//   "tcp"   -- ranks started by torchrun, srun --mpi=none or by hand (RANK, WORLD_SIZE,
+//              MASTER_ADDR, MASTER_PORT: rank_environment.h), no MPI: they meet through
+//              LibTorch's TCPStore, then talk over a ring of TCP connections. Tensors on another
+//              device are staged through host memory. Always built.
+//   "nccl"  -- one GPU per rank (the GPU of the rank's index on its node): GPU tensors reduced
+//              by NCCL on the current stream, everything else through MPI where mpirun started
+//              the ranks, else through "tcp". Built when the build has CUDA and NCCL.
 //
 // Collectives are blocking and must be called by every rank in the same order. Gradients are
 // reduced in fused buckets (one flat buffer per bucket of `bucket_bytes`), in parameter order,
@@ -20,6 +24,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "benchmark/comm/rank_environment.h"
 
 namespace mrcnn::comm {
 
@@ -90,9 +96,12 @@ struct CommunicatorOptions {
   int device_stride = 1;
 };
 
-// "local", "mpi", "nccl" (or "auto": mpi when started by mpirun or srun and MPI is built in,
-// else local). Throws std::runtime_error naming the backend when it is unknown or not built in.
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options = {});
+// "local", "mpi", "tcp", "nccl" (or "auto": mpi when MPI started the process and is built in,
+// tcp when torchrun's or srun's rank variables are set, else local). `env` reads the process's
+// environment (a map in tests). Throws std::runtime_error naming the backend when it is unknown
+// or not built in, or the ranks' environment when it is missing or malformed.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options = {},
+                                                const EnvLookup& env = process_env);
 
 // Whether this build carries the MPI / NCCL backend; the built-in backends as "local, mpi, ...".
 bool mpi_available();

@@ -1,8 +1,8 @@
-// The NCCL communicator: one GPU per rank, ranks started by mpirun. GPU tensors are reduced by
-// NCCL on the device's current stream (no host copy; EFA on p3dn through the aws-ofi-nccl
-// plugin); CPU tensors, byte gathers, barriers and the start-up (the NCCL unique id, made on rank
-// 0 and handed to every rank) go through MPI. Compiled when the build has CUDA kernels, MPI and
-// NCCL's header.
+// The NCCL communicator: one GPU per rank. GPU tensors are reduced by NCCL on the device's
+// current stream (no host copy; EFA on p3dn through the aws-ofi-nccl plugin); CPU tensors, byte
+// gathers, barriers and the start-up (the NCCL unique id, made on rank 0 and handed to every
+// rank) go through the host communicator: MPI where mpirun started the ranks, the TCP ring where
+// torchrun or srun did. Compiled when the build has CUDA kernels and NCCL's header.
 #if MRCNN_HAVE_NCCL
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -23,8 +23,6 @@
 #include "benchmark/comm/communicator.h"
 
 namespace mrcnn::comm {
-
-std::unique_ptr<Communicator> make_mpi_communicator(const CommunicatorOptions& options);  // mpi_communicator.cpp
 
 namespace {
 
@@ -62,30 +60,30 @@ struct NcclPendingSum final : Communicator::PendingSum {
 
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(const CommunicatorOptions& options)
-      : mpi_(make_mpi_communicator(options)), timeout_s_(options.collective_timeout_s) {
+  NcclCommunicator(std::unique_ptr<Communicator> host, const CommunicatorOptions& options)
+      : host_(std::move(host)), timeout_s_(options.collective_timeout_s) {
     const int devices = static_cast<int>(c10::cuda::device_count());
     if (devices == 0) throw std::runtime_error("communicator 'nccl': no CUDA device is visible to this process");
-    const int index = mpi_->local_rank() * options.device_stride;
+    const int index = host_->local_rank() * options.device_stride;
     if (index >= devices)
-      throw std::runtime_error("communicator 'nccl': local rank " + std::to_string(mpi_->local_rank()) + " takes GPU " +
+      throw std::runtime_error("communicator 'nccl': local rank " + std::to_string(host_->local_rank()) + " takes GPU " +
                                std::to_string(index) + ", but only " + std::to_string(devices) +
                                " CUDA devices are visible on this node");
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
-    if (mpi_->is_main()) check(ncclGetUniqueId(&id), "get unique id");
+    if (host_->is_main()) check(ncclGetUniqueId(&id), "get unique id");
     const std::vector<std::string> ids =
-        mpi_->allgather_bytes(std::string(reinterpret_cast<const char*>(&id), sizeof id));
+        host_->allgather_bytes(std::string(reinterpret_cast<const char*>(&id), sizeof id));
     std::memcpy(&id, ids.at(0).data(), sizeof id);
     c10::cuda::CUDAGuard guard(device_);
     // Host calls that may block on the peers (the set-up, connections made at the first
     // collective) are watched as they run; the device work NCCL calls leave, from the
     // watchdog's thread through events.
-    dog_ = std::make_unique<CollectiveWatchdog>(mpi_->rank(), timeout_s_, [this] { return device_problem(); });
+    dog_ = std::make_unique<CollectiveWatchdog>(host_->rank(), timeout_s_, [this] { return device_problem(); });
     {
       const auto watched = dog_->watch("NCCL set-up");
-      check(ncclCommInitRank(&comm_, mpi_->world_size(), id, mpi_->rank()), "init");
+      check(ncclCommInitRank(&comm_, host_->world_size(), id, host_->rank()), "init");
     }
     ready_ = true;
   }
@@ -105,13 +103,14 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::string backend() const override { return "nccl"; }
-  int rank() const override { return mpi_->rank(); }
-  int world_size() const override { return mpi_->world_size(); }
-  int local_rank() const override { return mpi_->local_rank(); }
-  int local_size() const override { return mpi_->local_size(); }
+  int rank() const override { return host_->rank(); }
+  int world_size() const override { return host_->world_size(); }
+  int local_rank() const override { return host_->local_rank(); }
+  int local_size() const override { return host_->local_size(); }
 
   void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t bucket_bytes) override {
-    // GPU tensors through NCCL on the device; CPU values (losses, flags) through MPI, after them.
+    // GPU tensors through NCCL on the device; CPU values (losses, flags) through the host
+    // communicator, after them.
     std::vector<at::Tensor> gpu, host;
     for (const auto& t : tensors) {
       check_device(t);
@@ -126,14 +125,14 @@ class NcclCommunicator final : public Communicator {
       return buffer;
     });
     if (!gpu.empty()) enqueued("all-reduce");
-    if (!host.empty()) mpi_->allreduce_sum(host, bucket_bytes);
+    if (!host.empty()) host_->allreduce_sum(host, bucket_bytes);
   }
 
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     for (auto& t : tensors) {
       if (!t.is_cuda()) {
         std::vector<at::Tensor> one{t};
-        mpi_->broadcast(one, root);
+        host_->broadcast(one, root);
         continue;
       }
       check_device(t);
@@ -177,18 +176,18 @@ class NcclCommunicator final : public Communicator {
   }
   bool overlaps(const at::Device& device) const override { return device.is_cuda(); }
 
-  std::vector<std::string> allgather_bytes(const std::string& mine) override { return mpi_->allgather_bytes(mine); }
+  std::vector<std::string> allgather_bytes(const std::string& mine) override { return host_->allgather_bytes(mine); }
   std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
-    return mpi_->gather_bytes(mine, root);
+    return host_->gather_bytes(mine, root);
   }
-  void barrier() override { mpi_->barrier(); }
+  void barrier() override { host_->barrier(); }
 
   [[noreturn]] void abort(int code) override {
     dog_.reset();
     if (comm_ != nullptr) ncclCommAbort(comm_);
     comm_ = nullptr;
-    mpi_->abort(code);
-    std::_Exit(code);  // not reached: MPI_Abort ends the process
+    host_->abort(code);
+    std::_Exit(code);  // not reached: the host communicator's abort ends the process
   }
 
  private:
@@ -227,7 +226,7 @@ class NcclCommunicator final : public Communicator {
     const char* what;
     std::chrono::steady_clock::time_point since;
   };
-  std::unique_ptr<Communicator> mpi_;
+  std::unique_ptr<Communicator> host_;  // the host communicator (mpi or tcp)
   double timeout_s_ = 0;
   at::Device device_{at::kCUDA, 0};
   ncclComm_t comm_ = nullptr;
@@ -240,8 +239,9 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(const CommunicatorOptions& options) {
-  return std::make_unique<NcclCommunicator>(options);
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
+                                                     const CommunicatorOptions& options) {
+  return std::make_unique<NcclCommunicator>(std::move(host), options);
 }
 
 }  // namespace mrcnn::comm

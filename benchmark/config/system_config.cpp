@@ -44,7 +44,7 @@ void fields(V& v, LaunchSettings& l) {
   v("ranks_per_node", l.ranks_per_node, {.range = kAtLeastOne, .required = true});
   v("threads_per_rank", l.threads_per_rank, {.range = kThreads, .required = true});
   v("cpu_binding", l.cpu_binding, {.allowed = {"none", "core", "socket"}});
-  v("communicator", l.communicator, {.allowed = {"local", "mpi", "nccl", "auto"}});
+  v("communicator", l.communicator, {.allowed = {"local", "mpi", "tcp", "nccl", "auto"}});
   v("env", l.env);
   v("mpirun_args", l.mpirun_args);
   v("sbatch_args", l.sbatch_args);

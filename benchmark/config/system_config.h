@@ -49,7 +49,7 @@ struct LaunchSettings {
   int64_t ranks_per_node = 1;
   int64_t threads_per_rank = 2;       // intra-op threads of each rank (LibTorch starts with one)
   std::string cpu_binding = "none";   // none | core | socket: how mpirun binds ranks
-  std::string communicator = "auto";  // local | mpi | nccl (run.device "cuda") | auto
+  std::string communicator = "auto";  // local | mpi | tcp | nccl (run.device "cuda") | auto
   std::map<std::string, std::string> env;  // exported to every rank (e.g. EFA's FI_PROVIDER)
   std::vector<std::string> mpirun_args;
   std::vector<std::string> sbatch_args;    // extra #SBATCH lines (partition, account, gres)

@@ -52,7 +52,7 @@ std::string library_versions() {
   return s;
 }
 
-Json run_fingerprint(const config::SystemConfig& c, int world_size) {
+Json run_fingerprint(const config::SystemConfig& c, int world_size, const std::string& communicator) {
   const auto& cuda = at::detail::getCUDAHooks();
   const bool has_cuda = cuda.hasCUDA();
   Json fp{{"format", analysis::kFingerprintFormat},
@@ -79,6 +79,7 @@ Json run_fingerprint(const config::SystemConfig& c, int world_size) {
                      {"nodes", c.launch.nodes},
                      {"ranks_per_node", c.launch.ranks_per_node},
                      {"communicator", c.launch.communicator},
+                     {"communicator_resolved", communicator},
                      {"device", c.run.device}}},
           {"settings", {{"deterministic", c.run.deterministic},
                         {"ops", c.run.ops},

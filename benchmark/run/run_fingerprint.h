@@ -10,8 +10,10 @@
 
 namespace mrcnn::run {
 
-// Everything but the data: written into the run folder before run_start.
-analysis::Json run_fingerprint(const config::SystemConfig& config, int world_size);
+// Everything but the data: written into the run folder before run_start. `communicator` is the
+// backend the ranks run on (what "auto" became).
+analysis::Json run_fingerprint(const config::SystemConfig& config, int world_size,
+                               const std::string& communicator);
 
 // Adds "data": the annotation files' sizes and SHA-256, the image counts the run logged
 // (train_samples and eval_samples, read back from its MLPerf log `log_path`). Called

@@ -220,7 +220,12 @@ int train_main(int argc, char** argv) {
     return report_error("train", e, 2);
   }
   const SystemConfig& cfg = in.config;
-  auto comm = make_communicator(cfg);
+  std::unique_ptr<comm::Communicator> comm;
+  try {  // the ranks meet here: a malformed rank environment or an unreachable store ends it
+    comm = make_communicator(cfg);
+  } catch (const std::exception& e) {
+    return report_error("train", e, 2);
+  }
   logging::setup_console({.rank = comm->rank(), .world_size = comm->world_size(), .level = in.level});
   if (comm->world_size() != cfg.launch.world_size()) {
     logging::error(logging::strprintf("launch asks for %lld ranks, but %d are running",
@@ -244,7 +249,7 @@ int train_main(int argc, char** argv) {
   log_init(mllog, in, clear_page_caches(*comm, cfg.run.cache_clear));
   analysis::Json fingerprint;  // rank 0: what decides the run's numbers besides the seed, for `audit`
   if (main_rank) {
-    fingerprint = run_fingerprint(cfg, comm->world_size());
+    fingerprint = run_fingerprint(cfg, comm->world_size(), comm->backend());
     analysis::write_fingerprint(fingerprint, folder.fingerprint().string());
     mllog.log("run_fingerprint", analysis::fingerprint_summary(fingerprint),
               logging::Json{{"file", folder.fingerprint().filename().string()}});
