@@ -8,8 +8,10 @@
 //   broadcast    passed along the ring from the root in 4 MiB pieces
 //   gathers      N - 1 steps of the ring, each rank forwarding what it received
 // Tensors on another device go through host memory, as with MPI. A peer that goes away closes
-// its sockets: the next collective fails on the other ranks with a message naming it, and the
-// collective timeout ends a rank whose peer hangs (collective_watchdog.h).
+// its sockets: the next collective fails on the other ranks with a message naming it. A peer
+// that hangs (or a cut link) moves no byte: after launch.collective_timeout_s without one the
+// collective fails the same way. Either failure is an exception, so the training thread closes
+// the MLPerf log (run_stop aborted) before the rank ends.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -29,7 +31,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/comm/communicator.h"
 #include "benchmark/comm/rank_environment.h"
 
@@ -101,8 +102,7 @@ struct Peer {
 class TcpCommunicator final : public Communicator {
  public:
   TcpCommunicator(const RankEnvironment& env, const CommunicatorOptions& options)
-      : rank_(env.rank), size_(env.world_size), host_(host_name()) {
-    dog_ = std::make_unique<CollectiveWatchdog>(rank_, options.collective_timeout_s);
+      : rank_(env.rank), size_(env.world_size), host_(host_name()), timeout_s_(options.collective_timeout_s) {
     if (size_ == 1) {
       local_size_ = 1;
       return;
@@ -127,7 +127,7 @@ class TcpCommunicator final : public Communicator {
     if (size_ == 1) return;
     reduce_in_buckets(tensors, bucket_bytes, [this](at::Tensor buffer) {
       at::Tensor host = buffer.to(at::kCPU).contiguous();
-      const auto watched = dog_->watch("all-reduce");
+      doing_ = "all-reduce";
       ring_allreduce(host);
       return host;
     });
@@ -138,7 +138,7 @@ class TcpCommunicator final : public Communicator {
     if (size_ == 1) return;
     for (auto& t : tensors) {
       at::Tensor c = t.to(at::kCPU).contiguous();
-      const auto watched = dog_->watch("broadcast");
+      doing_ = "broadcast";
       auto* data = static_cast<char*>(c.data_ptr());
       const size_t n = c.nbytes();
       const bool forward = (rank_ + 1) % size_ != root;
@@ -155,7 +155,7 @@ class TcpCommunicator final : public Communicator {
     std::vector<std::string> blocks(static_cast<size_t>(size_));
     blocks[static_cast<size_t>(rank_)] = mine;
     if (size_ == 1) return blocks;
-    const auto watched = dog_->watch("all-gather");
+    doing_ = "all-gather";
     for (int s = 0; s < size_ - 1; ++s) {
       const std::string& out = blocks[static_cast<size_t>(mod(rank_ - s))];
       std::string& in = blocks[static_cast<size_t>(mod(rank_ - s - 1))];
@@ -329,15 +329,18 @@ class TcpCommunicator final : public Communicator {
     const auto* o = static_cast<const char*>(out);
     auto* i = static_cast<char*>(in);
     size_t sent = 0, got = 0;
+    const int wait_ms = timeout_s_ > 0 ? static_cast<int>(std::min(timeout_s_ * 1000, 2e9)) : -1;
     while (sent < out_n || got < in_n) {
       pollfd p[2];
       int n = 0;
       if (sent < out_n) p[n++] = {out_fd, POLLOUT, 0};
       if (got < in_n) p[n++] = {in_fd, POLLIN, 0};
-      if (poll(p, static_cast<nfds_t>(n), -1) < 0) {
+      const int ready = poll(p, static_cast<nfds_t>(n), wait_ms);  // the wait restarts with every byte
+      if (ready < 0) {
         if (errno == EINTR) continue;
         fail("poll: " + errno_text(errno));
       }
+      if (ready == 0) stalled(got < in_n ? in_peer : out_peer, got < in_n ? "from" : "to");
       for (int k = 0; k < n; ++k) {
         if (p[k].revents == 0) continue;
         if (p[k].fd == out_fd && sent < out_n && (p[k].events & POLLOUT)) {
@@ -354,10 +357,18 @@ class TcpCommunicator final : public Communicator {
     }
   }
 
+  [[noreturn]] void stalled(int peer, const char* direction) const {
+    const Peer& p = peer == next_.rank ? next_ : prev_;
+    fail(std::string("no data moved ") + direction + " " + (p.rank == peer ? p.name() : "rank " + std::to_string(peer)) +
+         " for " + std::to_string(static_cast<long>(timeout_s_)) + " s in the " + doing_ +
+         ": it is dead or hung, or the network between them is (launch.collective_timeout_s)");
+  }
+
   [[noreturn]] void lost(int peer, const char* doing, int e) const {
     const Peer& p = peer == next_.rank ? next_ : prev_;
     fail("lost the connection to " + (p.rank == peer ? p.name() : "rank " + std::to_string(peer)) + " while " +
-         doing + ": " + (e == 0 ? std::string("it closed the connection (the rank ended)") : errno_text(e)));
+         doing + " in the " + doing_ + ": " +
+         (e == 0 ? std::string("it closed the connection (the rank ended)") : errno_text(e)));
   }
 
   // Ring all-reduce of one contiguous host tensor, in place.
@@ -384,12 +395,13 @@ class TcpCommunicator final : public Communicator {
 
   const int rank_, size_;
   const std::string host_;
+  const double timeout_s_;           // 0: wait forever
+  const char* doing_ = "set-up";     // the collective under way, for messages
   int local_rank_ = 0, local_size_ = 1;
   std::string listen_address_;
   Peer next_, prev_;
   int next_fd_ = -1, prev_fd_ = -1;
   c10::intrusive_ptr<c10d::TCPStore> store_;
-  std::unique_ptr<CollectiveWatchdog> dog_;
 };
 
 }  // namespace

@@ -18,9 +18,10 @@ namespace mrcnn::run {
 namespace {
 
 constexpr const char* kUsage = R"(usage: mlperf-maskrcnn launch [--system FILE] [--set K=V ...] [--nodes N]
-                              [--scheduler mpirun|slurm] [--hostfile FILE] [--script FILE]
-                              [--time LIMIT] [--container IMAGE] [--container-mounts MOUNTS]
-                              [--dry-run] [-- TRAIN_ARGS...]
+                              [--scheduler mpirun|slurm|torchrun] [--hostfile FILE]
+                              [--script FILE] [--time LIMIT] [--runs N] [--srun-mpi pmix|none]
+                              [--container IMAGE] [--container-mounts MOUNTS]
+                              [--rendezvous HOST:PORT] [--dry-run] [-- TRAIN_ARGS...]
 
 Starts the training command on every rank of the system, placed as its system file says: the
 node's sockets, cores, hyper-threads and accelerators (from the system description) shared out
@@ -33,11 +34,20 @@ divide the accelerators or the sockets) are refused before anything starts.
                       system on one node is started directly
   --scheduler slurm   a Slurm batch script (srun --mpi=pmix, one task per accelerator, one CPU
                       mask per local rank, local memory), submitted with `sbatch --wait`
+  --scheduler torchrun  torchrun --no-python from PATH (the project's .venv has it): ranks from
+                      RANK/WORLD_SIZE on the tcp or nccl communicator, no MPI; one node
+                      --standalone, several a c10d rendezvous at --rendezvous (run the same
+                      command on every node); on GPUs --numa-binding=node, CPU ranks unbound
   --nodes N           run on N nodes (launch.nodes and system.number_of_nodes)
   --hostfile FILE     mpirun: the nodes to run on
   --script FILE       slurm: where the batch script is written (default:
                       mlperf-maskrcnn-<system>.sbatch in the current folder)
   --time LIMIT        slurm: the job's time limit (#SBATCH --time: MINUTES, H:MM:SS or D-HH:MM:SS)
+  --runs N            slurm: N runs one after another in the one allocation, run i with seed
+                      S + i (S: train's --seed, else random) and --out DIR/run_<i>
+  --srun-mpi MODE     slurm: pmix (default: the ranks are MPI's) or none (the ranks read SLURM_*
+                      and meet at the allocation's first host: the tcp or nccl communicator)
+  --rendezvous HOST:PORT  torchrun on several nodes: the first node's address and a free port
   --container IMAGE   slurm: run every rank in this container (pyxis --container-image; default:
                       $CONT, as NVIDIA's scripts take it). The rank command names this program,
                       the system file and the output folder by their paths here: mount them at
@@ -75,6 +85,41 @@ bool has_nccl_net_plugin(const std::string& dir) {
   return false;
 }
 
+// --runs and --srun-mpi (slurm), --rendezvous (torchrun): checked against the scheduler and the
+// communicator, whose ranks must be the kind the scheduler starts.
+void read_scheduler_options(const CommandLine& cl, const std::string& scheduler, const config::SystemConfig& cfg,
+                            LaunchRequest& req) {
+  if (scheduler != "slurm" && (cl.has("--runs") || cl.has("--srun-mpi")))
+    throw config::ConfigError("--runs and --srun-mpi are for --scheduler slurm");
+  if (scheduler != "torchrun" && cl.has("--rendezvous"))
+    throw config::ConfigError("--rendezvous is for --scheduler torchrun (mpirun takes --hostfile)");
+  if (scheduler == "torchrun" && !req.hostfile.empty())
+    throw config::ConfigError("--hostfile: torchrun starts the ranks of its own node (use --rendezvous)");
+  if (cl.has("--runs")) {
+    static const std::regex runs(R"([1-9]\d{0,3})");
+    if (!std::regex_match(cl.value("--runs"), runs))
+      throw config::ConfigError("--runs " + cl.value("--runs") + ": expected a number of runs from 1 to 9999");
+    req.runs = std::stoi(cl.value("--runs"));
+  }
+  req.srun_mpi = cl.value("--srun-mpi", "pmix");
+  if (req.srun_mpi != "pmix" && req.srun_mpi != "none")
+    throw config::ConfigError("--srun-mpi: expected pmix or none, got '" + req.srun_mpi + "'");
+  req.rendezvous = cl.value("--rendezvous");
+  static const std::regex endpoint(R"([A-Za-z0-9_.-]+:[1-9]\d{0,4})");
+  if (!req.rendezvous.empty() && !std::regex_match(req.rendezvous, endpoint))
+    throw config::ConfigError("--rendezvous " + req.rendezvous + ": expected HOST:PORT");
+  if (scheduler == "torchrun" && cfg.launch.nodes > 1 && req.rendezvous.empty())
+    throw config::ConfigError("torchrun on " + std::to_string(cfg.launch.nodes) +
+                              " nodes needs --rendezvous HOST:PORT (the first node), and this command run on "
+                              "every node");
+  const bool mpi_ranks = scheduler == "mpirun" || (scheduler == "slurm" && req.srun_mpi == "pmix");
+  if (!mpi_ranks && cfg.launch.communicator == "mpi")
+    throw config::ConfigError(cfg.source("launch.communicator") +
+                              ": launch.communicator \"mpi\" needs ranks that MPI starts; " +
+                              (scheduler == "torchrun" ? "torchrun" : "srun --mpi=none") +
+                              " ranks run on \"tcp\", \"nccl\" or \"auto\"");
+}
+
 }  // namespace
 
 int launch_main(int argc, char** argv) {
@@ -90,13 +135,14 @@ int launch_main(int argc, char** argv) {
   bool dry_run = false;
   try {
     CommandLine cl(split, argv,
-                   {"--nodes", "--scheduler", "--hostfile", "--script", "--time", "--container", "--container-mounts"},
+                   {"--nodes", "--scheduler", "--hostfile", "--script", "--time", "--container", "--container-mounts",
+                    "--runs", "--srun-mpi", "--rendezvous"},
                    {"--dry-run"});
     if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "'");
     dry_run = cl.flag("--dry-run");
     const std::string scheduler = cl.value("--scheduler", "mpirun");
-    if (scheduler != "mpirun" && scheduler != "slurm")
-      throw config::ConfigError("--scheduler: expected mpirun or slurm, got '" + scheduler + "'");
+    if (scheduler != "mpirun" && scheduler != "slurm" && scheduler != "torchrun")
+      throw config::ConfigError("--scheduler: expected mpirun, slurm or torchrun, got '" + scheduler + "'");
     if (cl.has("--nodes")) {
       const std::string n = cl.value("--nodes");
       cl.add_override("launch.nodes=" + n);
@@ -125,6 +171,7 @@ int launch_main(int argc, char** argv) {
       throw config::ConfigError("--time, --container and --container-mounts are for --scheduler slurm");
     if (req.container_image.empty() && !req.container_mounts.empty())
       throw config::ConfigError("--container-mounts without a container (--container IMAGE or $CONT)");
+    read_scheduler_options(cl, scheduler, cfg, req);
     req.rank_command = {self_path(), "train", "--system", std::filesystem::absolute(cfg.file).string()};
     for (const auto& o : own_overrides) req.rank_command.insert(req.rank_command.end(), {"--set", o});
     req.rank_command.insert(req.rank_command.end(), train_args.begin(), train_args.end());
@@ -134,7 +181,18 @@ int launch_main(int argc, char** argv) {
       throw config::ConfigError(cfg.source("launch.nccl_net_plugin_dir") + ": launch.nccl_net_plugin_dir: no NCCL " +
                                 "network plugin (libnccl-net*.so) in " + plugin +
                                 " (install aws-ofi-nccl there: without it NCCL would fall back to TCP sockets)");
-    if (scheduler == "mpirun") {
+    if (scheduler == "torchrun") {
+      command = torchrun_command(cfg, req);
+      const char* ld = std::getenv("LD_LIBRARY_PATH");
+      const auto rank_env = rank_environment(cfg, ld ? ld : "");
+      if (dry_run) {  // as a shell line: the rank environment, then torchrun
+        for (const auto& [k, v] : rank_env) std::printf("%s ", shell_quoted(k + "=" + v).c_str());
+        for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
+        std::printf("\n");
+        return 0;
+      }
+      for (const auto& [k, v] : rank_env) ::setenv(k.c_str(), v.c_str(), 1);  // torchrun hands it on
+    } else if (scheduler == "mpirun") {
       command = mpirun_command(cfg, plan, req);
       if (command.front() != "mpirun" && !dry_run) {  // started directly: the rank environment here
         const char* ld = std::getenv("LD_LIBRARY_PATH");

@@ -82,7 +82,7 @@ LaunchPlan plan_launch(const config::SystemConfig& c) {
   const int ranks = static_cast<int>(l.ranks_per_node);
   if (l.world_size() > 1 && l.communicator == "local")
     throw ConfigError(c.source("launch.communicator") + ": launch.communicator \"local\" is one process, but launch asks for " +
-                      std::to_string(l.world_size()) + " ranks (use \"mpi\", \"nccl\" or \"auto\")");
+                      std::to_string(l.world_size()) + " ranks (use \"mpi\", \"tcp\", \"nccl\" or \"auto\")");
   const std::string at = c.source("launch.ranks_per_node") + ": launch.ranks_per_node " + std::to_string(ranks);
   if (on_accelerators(c)) {
     if (t.accelerators == 0)
@@ -172,6 +172,83 @@ std::vector<std::string> mpirun_command(const config::SystemConfig& c, const Lau
   return args;
 }
 
+std::vector<std::string> torchrun_command(const config::SystemConfig& c, const LaunchRequest& req) {
+  const auto& l = c.launch;
+  std::vector<std::string> args{"torchrun", "--nnodes", std::to_string(l.nodes), "--nproc-per-node",
+                                std::to_string(l.ranks_per_node)};
+  if (req.rendezvous.empty())
+    args.push_back("--standalone");  // one node: a free port on this host
+  else
+    args.insert(args.end(), {"--rdzv-backend", "c10d", "--rdzv-endpoint", req.rendezvous, "--rdzv-id",
+                             "mlperf-maskrcnn-" + c.name});
+  if (l.cpu_binding != "none" && on_accelerators(c) && c.run.device.starts_with("cuda"))
+    args.push_back("--numa-binding=node");
+  args.push_back("--no-python");
+  args.insert(args.end(), req.rank_command.begin(), req.rank_command.end());
+  return args;
+}
+
+namespace {
+
+// srun with the system's binding: a CPU mask per local rank, local memory, the container.
+std::string srun_line(const config::SystemConfig& c, const LaunchPlan& p, const LaunchRequest& req) {
+  const auto& l = c.launch;
+  const NodeTopology& t = p.node;
+  std::string srun = "srun --mpi=" + req.srun_mpi + " --kill-on-bad-exit=1";
+  // pyxis/enroot: every rank in the container (the rank command's paths are the container's).
+  if (!req.container_image.empty()) srun += " " + shell_quoted("--container-image=" + req.container_image);
+  if (!req.container_mounts.empty()) srun += " " + shell_quoted("--container-mounts=" + req.container_mounts);
+  if (l.cpu_binding == "none") {
+    srun += " --cpu-bind=none";
+  } else {
+    srun += " --cpu-bind=verbose,mask_cpu:";
+    for (size_t i = 0; i < p.ranks.size(); ++i) {
+      std::vector<int> cpus = p.ranks[i].cpus;
+      if (l.cpu_binding == "socket") {  // the whole socket
+        cpus.clear();
+        for (int h = 0; h < t.threads_per_core; ++h)
+          for (int k = 0; k < t.cores_per_socket; ++k)
+            cpus.push_back(h * t.sockets * t.cores_per_socket + p.ranks[i].socket * t.cores_per_socket + k);
+      }
+      srun += (i ? "," : "") + hex_mask(cpus);
+    }
+    srun += " --mem-bind=local";
+  }
+  return srun;
+}
+
+// req.runs srun steps one after another, each with its own seed (MLPerf) and run folder; the
+// script's status is the first failing run's.
+void write_runs(std::ostringstream& s, const std::string& srun, const LaunchRequest& req) {
+  std::string seed, out;
+  for (size_t i = 0; i + 1 < req.rank_command.size(); ++i) {
+    if (req.rank_command[i] == "--seed") seed = req.rank_command[i + 1];
+    if (req.rank_command[i] == "--out") out = req.rank_command[i + 1];
+  }
+  s << "# " << req.runs << " runs one after another in this allocation: run i gets seed seed0 + i"
+    << (out.empty() ? "" : " and the folder " + out + "/run_<i>") << ".\n"
+    << "seed0=" << (seed.empty() ? "$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')" : shell_quoted(seed)) << "\n"
+    << "status=0\n"
+    << "for ((i = 0; i < " << req.runs << "; i++)); do\n"
+    << "  echo \"run $((i + 1)) of " << req.runs << ": seed $((seed0 + i))\"\n"
+    << "  " << srun;
+  for (size_t i = 0; i < req.rank_command.size(); ++i) {
+    const std::string& a = req.rank_command[i];
+    if ((a == "--seed" || a == "--out") && i + 1 < req.rank_command.size()) {
+      ++i;
+      continue;
+    }
+    s << " " << shell_quoted(a);
+  }
+  s << " --seed \"$((seed0 + i))\"";
+  if (!out.empty()) s << " --out " << shell_quoted(out) << "\"/run_$i\"";
+  s << " || { rc=$?; ((status == 0)) && status=$rc; }\n"
+    << "done\n"
+    << "exit $status\n";
+}
+
+}  // namespace
+
 std::string slurm_script(const config::SystemConfig& c, const LaunchPlan& p, const LaunchRequest& req) {
   const auto& l = c.launch;
   const NodeTopology& t = p.node;
@@ -202,28 +279,20 @@ std::string slurm_script(const config::SystemConfig& c, const LaunchPlan& p, con
       << " (launch.nccl_net_plugin_dir)\" >&2; exit 2; }\n"
       << "export LD_LIBRARY_PATH=" << dir << "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n";
   }
-  s << "srun --mpi=pmix --kill-on-bad-exit=1";
-  // pyxis/enroot: every rank in the container (the rank command's paths are the container's).
-  if (!req.container_image.empty()) s << " " << shell_quoted("--container-image=" + req.container_image);
-  if (!req.container_mounts.empty()) s << " " << shell_quoted("--container-mounts=" + req.container_mounts);
-  if (l.cpu_binding == "none") {
-    s << " --cpu-bind=none";
-  } else {
-    s << " --cpu-bind=verbose,mask_cpu:";
-    for (size_t i = 0; i < p.ranks.size(); ++i) {
-      std::vector<int> cpus = p.ranks[i].cpus;
-      if (l.cpu_binding == "socket") {  // the whole socket
-        cpus.clear();
-        for (int h = 0; h < t.threads_per_core; ++h)
-          for (int k = 0; k < t.cores_per_socket; ++k)
-            cpus.push_back(h * t.sockets * t.cores_per_socket + p.ranks[i].socket * t.cores_per_socket + k);
-      }
-      s << (i ? "," : "") << hex_mask(cpus);
-    }
-    s << " --mem-bind=local";
+  if (req.srun_mpi == "none") {
+    // The ranks meet at the allocation's first host (rank 0 runs there), at a port from the job id.
+    s << "# srun --mpi=none: the ranks read SLURM_PROCID and meet at the allocation's first host.\n"
+      << "export MASTER_ADDR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\"\n"
+      << "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n";
   }
-  for (const auto& a : req.rank_command) s << " " << shell_quoted(a);
-  s << "\n";
+  const std::string srun = srun_line(c, p, req);
+  if (req.runs <= 1) {
+    s << srun;
+    for (const auto& a : req.rank_command) s << " " << shell_quoted(a);
+    s << "\n";
+    return s.str();
+  }
+  write_runs(s, srun, req);
   return s.str();
 }
 

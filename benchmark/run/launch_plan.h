@@ -14,9 +14,13 @@
 //                    ppr:<ranks>:node:PE=... with fewer ranks than sockets) --bind-to core,
 //                    memory kept local, the network environment.
 //   Slurm            a batch script: #SBATCH nodes, tasks per node, exclusive nodes and (CUDA)
-//                    --gpus-per-node, srun with --mpi=pmix,
+//                    --gpus-per-node, srun with --mpi=pmix (or --mpi=none: the ranks meet
+//                    at the allocation's first host, MASTER_ADDR),
 //                    --cpu-bind=mask_cpu (one mask per local rank), --mem-bind=local,
-//                    --kill-on-bad-exit.
+//                    --kill-on-bad-exit; several runs one after another in one allocation.
+//   torchrun         --nnodes, --nproc-per-node, --standalone on one node or a c10d rendezvous at
+//                    the first node, --no-python; on GPUs --numa-binding=node (each rank on its
+//                    GPU's socket); CPU ranks are not bound (torchrun binds no cores).
 //
 // Linux numbers the logical CPUs of these Xeon hosts socket by socket, the first hyper-thread of
 // every core before any second one (`lscpu -e` shows it):
@@ -77,6 +81,9 @@ struct LaunchRequest {
   std::string time_limit;                 // slurm: #SBATCH --time (empty: the partition's)
   std::string container_image;            // slurm: srun --container-image (pyxis; empty: none)
   std::string container_mounts;           // slurm: srun --container-mounts (pyxis)
+  std::string srun_mpi = "pmix";          // slurm: srun --mpi (pmix, or none: ranks from SLURM_*)
+  int runs = 1;                           // slurm: runs in the one allocation (seed + i, out/run_<i>)
+  std::string rendezvous;                 // torchrun: HOST:PORT of the first node (several nodes)
 };
 
 // "mpirun -np N [--hostfile F] <mapping and binding> [-x K=V ...] <mpirun_args> <rank command>",
@@ -84,7 +91,12 @@ struct LaunchRequest {
 std::vector<std::string> mpirun_command(const config::SystemConfig& config, const LaunchPlan& plan,
                                         const LaunchRequest& request);
 
-// A Slurm batch script (for sbatch) that starts the ranks with srun.
+// "torchrun --nnodes N --nproc-per-node R <rendezvous> [--numa-binding=node] --no-python <rank
+// command>"; the rank environment is set by the caller (torchrun hands it to the ranks).
+std::vector<std::string> torchrun_command(const config::SystemConfig& config, const LaunchRequest& request);
+
+// A Slurm batch script (for sbatch) that starts the ranks with srun. With request.runs > 1 the
+// rank command's `--seed S` becomes S + i and its `--out DIR` DIR/run_<i> for run i.
 std::string slurm_script(const config::SystemConfig& config, const LaunchPlan& plan, const LaunchRequest& request);
 
 // The environment every rank gets: launch.env, OMP_NUM_THREADS, and the NCCL network plugin's

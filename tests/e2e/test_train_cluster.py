@@ -9,7 +9,9 @@
 3. Slurm: a real one-node cluster (slurm_cluster.py: munged, slurmctld, slurmd) running the
    generated batch script with sbatch --wait: 2 tasks x 4 images, each bound to its own core.
    The mpirun and Slurm runs log bit-identical losses and accuracies (same ranks, same work), and
-   both logs pass `mlperf-maskrcnn check` and the official compliance checker.
+   both logs pass `mlperf-maskrcnn check` and the official compliance checker. The same job with
+   srun --mpi=none (ranks from SLURM_*, the TCP communicator) and two runs in one allocation:
+   the first bit-identical again, the second with the next seed.
    Against the one-process run, at the first step (the same weights, broadcast from rank 0): every
    loss but the mask loss equals it within float tolerance. The runs use per-image proposals
    (model.rpn.post_nms_per_batch_train false) for that: with the reference's per-batch top-N, a
@@ -210,6 +212,28 @@ def main():
                 assert env.eval_accuracies(folder) == env.eval_accuracies(run_dir(tmp / "mpirun"))
                 print(f"Slurm, 2 tasks: losses and accuracies bit-identical to the mpirun run's")
                 check_log("Slurm, 2 tasks", folder, tmp)
+
+                # The same allocation kind without MPI: srun --mpi=none, the ranks meeting at the
+                # allocation's first host on the TCP communicator, two runs in one job (seeds 5, 6).
+                script = tmp / "job-env.sbatch"
+                env_ranks = [a if a != 'launch.communicator="mpi"' else 'launch.communicator="tcp"' for a in RANKS]
+                cmd = [env.mlperf_maskrcnn(), "launch", "--system", SYSTEM, "--scheduler", "slurm", "--script", script,
+                       "--srun-mpi", "none", "--runs", "2", "--set", "launch.ranks_per_node=2", *env_ranks,
+                       "--", *train_args(data, tmp / "slurm-env", *ONE_EPOCH)]
+                p = env.run(cmd, env=cluster.env, cwd=tmp, timeout=900)
+                job_output = "".join(f.read_text() for f in tmp.glob("slurm-*.out"))
+                assert p.returncode == 0, f"sbatch: {p.returncode}\n{p.stderr[-2000:]}\n{job_output[-4000:]}"
+                first, second = run_dir(tmp / "slurm-env" / "run_0"), run_dir(tmp / "slurm-env" / "run_1")
+                assert env.step_losses(first) == env.step_losses(folder), "srun --mpi=none (tcp) and pmix (mpi) differ"
+                assert env.eval_accuracies(first) == env.eval_accuracies(folder)
+                seeds = [[r["value"] for r in env.mllog_records(f / "mlperf_log.txt") if r["key"] == "seed"]
+                         for f in (first, second)]
+                assert seeds == [[5], [6]], seeds
+                fingerprint = json.loads((first / "fingerprint.json").read_text())
+                assert fingerprint["ranks"]["communicator_resolved"] == "tcp", fingerprint["ranks"]
+                check_log("Slurm, srun --mpi=none, run 2 of 2", second, tmp)
+                print("Slurm, srun --mpi=none on the TCP communicator, 2 runs in one allocation: run 1 bit-identical "
+                      "to the pmix run, run 2 with seed 6")
 
         # 4. Rank safety. Two ranks with different configurations: refused before anything runs.
         base = [env.mlperf_maskrcnn(), "train", "--system", SYSTEM, "--set", "launch.ranks_per_node=2", *RANKS,

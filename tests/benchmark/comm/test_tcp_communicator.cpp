@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
@@ -211,6 +212,31 @@ TEST(TcpCommunicator, APeerThatEndsIsNamedByTheNextCollective) {
   EXPECT_THAT(error, HasSubstr("rank 0 ("));
   EXPECT_THAT(error, HasSubstr("lost the connection to rank 1 ("));
   EXPECT_THAT(error, HasSubstr("127.0.0.1:"));
+}
+
+TEST(TcpCommunicator, APeerThatHangsIsNamedAfterTheCollectiveTimeout) {
+  const int port = free_port();
+  std::string error;
+  std::thread sleeper([&] {
+    auto c = make_communicator("tcp", {.collective_timeout_s = 1}, lookup(torchrun_env(1, 2, port)));
+    c->barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // misses rank 0's all-reduce
+  });
+  auto c = make_communicator("tcp", {.collective_timeout_s = 1}, lookup(torchrun_env(0, 2, port)));
+  c->barrier();
+  std::vector<at::Tensor> ts{at::ones({1000})};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    c->allreduce_sum(ts);
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sleeper.join();
+  EXPECT_THAT(error, HasSubstr("no data moved from rank 1 ("));
+  EXPECT_THAT(error, HasSubstr("for 1 s in the all-reduce: it is dead or hung"));
+  EXPECT_GE(waited, 0.9);
+  EXPECT_LT(waited, 2.0);
 }
 
 TEST(TcpCommunicator, WithoutRanksOrWithALaunchersDisagreeingLocalRankItRefuses) {

@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import shlex
+import subprocess
 import sys
 
 import mrcnn_testenv as env
@@ -111,6 +112,70 @@ def check_slurm(name, cfg, script):
     return f"{nodes}x{R} tasks, masks {', '.join(hex(m) for m in masks)}"
 
 
+def check_ranks_without_mpi(p3dn):
+    """torchrun, and Slurm's srun --mpi=none with several runs in one allocation."""
+    p = launch(p3dn, "--dry-run", "--scheduler", "torchrun", "--", "--seed", "7")
+    assert p.returncode == 0, p.stderr
+    argv = shlex.split(p.stdout)
+    at = argv.index("torchrun")
+    assert "OMP_NUM_THREADS=6" in argv[:at] and "NCCL_SOCKET_IFNAME=ens5" in argv[:at], argv[:at]
+    assert argv[at:at + 8] == ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "--standalone",
+                               "--numa-binding=node", "--no-python"], argv
+    assert argv[at + 8:at + 10] == [str(env.mlperf_maskrcnn().resolve()), "train"] and argv[-2:] == ["--seed", "7"], argv
+    p = launch(p3dn, "--dry-run", "--scheduler", "torchrun", "--nodes", "2", "--rendezvous", "node1:29400")
+    argv = shlex.split(p.stdout)
+    assert p.returncode == 0 and argv[argv.index("--nnodes") + 1] == "2", p.stdout + p.stderr
+    assert argv[argv.index("--rdzv-endpoint") + 1] == "node1:29400" and "--standalone" not in argv, argv
+    cpu = env.SOURCE_DIR / "systems" / "cpu-dev.json"
+    p = launch(cpu, "--dry-run", "--scheduler", "torchrun", "--set", "launch.ranks_per_node=2",
+               "--set", "launch.threads_per_rank=1", "--set", 'launch.communicator="tcp"')
+    assert p.returncode == 0 and "--numa-binding" not in p.stdout, p.stdout + p.stderr  # CPU ranks: no GPU to follow
+    print("torchrun: --standalone on one node, a c10d rendezvous on two, NUMA binding on GPUs, the rank environment")
+
+    # The batch script with srun --mpi=none and 3 runs, run with stand-ins for srun and scontrol.
+    with env.scratch_dir("launch-runs") as tmp:
+        tmp = pathlib.Path(tmp)
+        p = launch(p3dn, "--dry-run", "--scheduler", "slurm", "--nodes", "2", "--srun-mpi", "none", "--runs", "3",
+                   "--", "--seed", "10", "--out", "/shared/runs")
+        assert p.returncode == 0, p.stderr
+        script = tmp / "job.sbatch"
+        script.write_text(p.stdout)
+        for tool, body in (("srun", 'echo "$MASTER_ADDR $MASTER_PORT $*" >> "$CALLS"\n'),
+                           ("scontrol", '[ "$1 $2 $3" = "show hostnames node[1-2]" ] && printf "node1\\nnode2\\n"\n')):
+            (tmp / tool).write_text("#!/bin/sh\n" + body)
+            (tmp / tool).chmod(0o755)
+        calls = tmp / "calls"
+        r = subprocess.run(["bash", script], capture_output=True, text=True,
+                           env=dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}", CALLS=str(calls),
+                                    SLURM_JOB_NODELIST="node[1-2]", SLURM_JOB_ID="4242"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = [shlex.split(line) for line in calls.read_text().splitlines()]
+        assert len(runs) == 3, runs
+        for i, argv in enumerate(runs):
+            assert argv[:2] == ["node1", str(20000 + 4242 % 20000)], argv[:2]
+            assert argv[2] == "--mpi=none" and argv.count("--seed") == 1 and argv.count("--out") == 1, argv
+            assert argv[argv.index("--seed") + 1] == str(10 + i), argv
+            assert argv[argv.index("--out") + 1] == f"/shared/runs/run_{i}", argv
+        print("slurm --srun-mpi none --runs 3: MASTER_ADDR the allocation's first host; seeds 10, 11, 12 into "
+              "run_0..run_2 (the script run with stand-ins for srun and scontrol)")
+
+    gaudi = env.SOURCE_DIR / "systems" / "habana-gaudi2-hls.json"
+    for system, args, message in (
+            (p3dn, ["--scheduler", "torchrun", "--nodes", "2"], "needs --rendezvous HOST:PORT"),
+            (gaudi, ["--scheduler", "torchrun"], 'launch.communicator "mpi" needs ranks that MPI starts'),
+            (gaudi, ["--scheduler", "slurm", "--srun-mpi", "none"], 'launch.communicator "mpi" needs ranks'),
+            (p3dn, ["--scheduler", "slurm", "--runs", "0"], "--runs 0: expected"),
+            (p3dn, ["--runs", "2"], "--runs and --srun-mpi are for --scheduler slurm"),
+            (p3dn, ["--scheduler", "slurm", "--srun-mpi", "pmi2"], "--srun-mpi: expected pmix or none"),
+            (p3dn, ["--rendezvous", "node1:29400"], "--rendezvous is for --scheduler torchrun"),
+            (p3dn, ["--scheduler", "torchrun", "--rendezvous", "node1"], "--rendezvous node1: expected HOST:PORT"),
+            (p3dn, ["--scheduler", "torchrun", "--hostfile", str(SYSTEMS[0])], "--hostfile: torchrun")):
+        p = launch(system, "--dry-run", *args)
+        assert p.returncode == 2 and message in p.stderr, (system.name, args, p.returncode, p.stderr)
+    print("refused: torchrun on 2 nodes without a rendezvous, MPI's communicator on ranks MPI did not start, "
+          "bad --runs/--srun-mpi/--rendezvous, options of another scheduler")
+
+
 def main():
     assert len(SYSTEMS) >= 13, SYSTEMS
     for f in SYSTEMS:
@@ -196,6 +261,8 @@ def main():
     # NVIDIA's MOUNTS (or CONT) in the environment is for Slurm jobs: mpirun launches ignore it.
     p = launch(p3dn, "--dry-run", environ={"MOUNTS": "/fsx:/fsx"})
     assert p.returncode == 0 and "container" not in p.stdout, p.stderr
+
+    check_ranks_without_mpi(p3dn)
 
     # Without the dry run, a missing NCCL network plugin stops the launch before anything starts.
     p = launch(env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge-2n.json", "--set",
