@@ -9,8 +9,10 @@
 # project's `check` where .venv has none), and prints one machine-readable line:
 # RESULT,MASKRCNN,<seed>,<seconds>,mlperf-maskrcnn,<start time>.
 # The ranks are started by `mlperf-maskrcnn launch` as the system file says: through mpirun
-# (SCHEDULER=mpirun, the default; HOSTFILE names the nodes) or a Slurm batch script submitted with
-# sbatch --wait (SCHEDULER=slurm). The launch command or script is kept in the run folder too.
+# (SCHEDULER=mpirun, the default; HOSTFILE names the nodes), torchrun (SCHEDULER=torchrun) or a
+# Slurm batch script submitted with sbatch --wait (SCHEDULER=slurm; with NEXP > 1 one job runs
+# them all in one allocation, as NVIDIA's run.sub does; SRUN_MPI=none starts its ranks without
+# MPI). The launch command or script is kept in the run folder too.
 # The exit status is the first failing run's: the trainer's (3 targets not reached, 1 error, 2 bad
 # input), or 1 for a log the compliance check fails; 0 when every run reached the targets with a
 # compliant log.
@@ -18,8 +20,9 @@
 # random for every run), RESULT_INDEX (the first run's index, 0), DATADIR (the COCO folder:
 # run.data_dir), LOGDIR (where result files and run folders go, default
 # RESULTS_DIR/<system>/maskrcnn), BUILD_DIR, RESULTS_DIR, EXTRA_ARGS (more `train` arguments,
-# e.g. "--set run.max_epochs=30"), SYSTEM_FILE (default systems/<SYSTEM>.json), SCHEDULER (mpirun
-# or slurm), HOSTFILE (mpirun), DRY_RUN=1 (print the first run's launch command or batch script).
+# e.g. "--set run.max_epochs=30"), SYSTEM_FILE (default systems/<SYSTEM>.json), SCHEDULER (mpirun,
+# torchrun or slurm), HOSTFILE (mpirun), SRUN_MPI (slurm: pmix or none), DRY_RUN=1 (print the
+# first run's launch command, or the batch script).
 set -euo pipefail
 
 : "${SYSTEM:?SYSTEM not set (the name of a systems/<name>.json)}"
@@ -67,6 +70,7 @@ trap 'rm -rf "$out_root"' EXIT
 # network environment of its launch settings for several ranks, the training command alone for one.
 launch=("$bin" launch --system "$system_file" --scheduler "${SCHEDULER:-mpirun}")
 [[ -n "${HOSTFILE:-}" ]] && launch+=(--hostfile "$HOSTFILE")
+[[ -n "${SRUN_MPI:-}" ]] && launch+=(--srun-mpi "$SRUN_MPI")
 
 # one_run INDEX SEED: one timed run filed as result_INDEX; returns its status (see the header).
 one_run() {
@@ -87,14 +91,54 @@ one_run() {
   # shellcheck disable=SC2086
   "${cmd[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS > "$launch_record.tmp" || return $?  # refuses a bad layout
   mv "$launch_record.tmp" "$launch_record" || return 1
-  local start_fmt end_fmt ret_code
+  local start_fmt ret_code
   start_fmt=$(date +"%Y-%m-%d %r")
   echo "STARTING TIMING RUN AT $start_fmt"
   # shellcheck disable=SC2086
   "${cmd[@]}" "${train_args[@]}" $EXTRA_ARGS && ret_code=0 || ret_code=$?
-  end_fmt=$(date +"%Y-%m-%d %r")
-  echo "ENDING TIMING RUN AT $end_fmt"
+  echo "ENDING TIMING RUN AT $(date +"%Y-%m-%d %r")"
+  file_run "$index" "$seed" "$run_out" "$ret_code" "$start_fmt" "$launch_record"
+}
 
+# slurm_runs FIRST_SEED: the NEXP runs as one Slurm job (launch --runs: one allocation, run i with
+# seed FIRST_SEED + i in $out_root/batch/run_<i>), each filed as result_<RESULT_INDEX + i>;
+# returns the first failing run's status.
+slurm_runs() {
+  local seed0=$1 batch="$out_root/batch"
+  mkdir -p "$batch" || return 1
+  local cmd=("${launch[@]}" --runs "$NEXP" --script "$batch/launch.sbatch")
+  local train_args=(-- --seed "$seed0" --out "$batch" --no-progress "${data_args[@]}")
+  if [[ "${DRY_RUN:-0}" == 1 ]]; then
+    # shellcheck disable=SC2086
+    "${cmd[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS
+    return $?
+  fi
+  # shellcheck disable=SC2086
+  "${cmd[@]}" --dry-run "${train_args[@]}" $EXTRA_ARGS > /dev/null || return $?  # refuses a bad layout
+  local start_fmt job_status=0 status=0 rc i
+  start_fmt=$(date +"%Y-%m-%d %r")
+  echo "STARTING $NEXP TIMING RUNS IN ONE SLURM JOB AT $start_fmt"
+  # shellcheck disable=SC2086
+  "${cmd[@]}" "${train_args[@]}" $EXTRA_ARGS && job_status=0 || job_status=$?
+  echo "ENDING THE SLURM JOB AT $(date +"%Y-%m-%d %r") (status $job_status)"
+  for ((i = 0; i < NEXP; i++)); do
+    # The job's status is its first failing run's: each run's own is read from its log.
+    rc=$job_status
+    if [[ -f "$batch/run_$i/latest/mlperf_log.txt" ]]; then
+      grep -q '"key": "run_stop".*"status": "success"' "$batch/run_$i/latest/mlperf_log.txt" && rc=0 || rc=3
+    fi
+    file_run "$((10#$RESULT_INDEX + i))" "$((seed0 + i))" "$batch/run_$i" "$rc" "$start_fmt" \
+      "$batch/launch.sbatch" || rc=$?
+    ((status == 0)) && status=$rc
+  done
+  return $status
+}
+
+# file_run INDEX SEED RUN_OUT STATUS START LAUNCH_RECORD: files the run in RUN_OUT as result_INDEX
+# (its log, its folder with the launch record), prints its RESULT line and checks its log;
+# returns STATUS, or 1 for a log the compliance check fails or a run that cannot be filed.
+file_run() {
+  local index=$1 seed=$2 run_out=$3 ret_code=$4 start_fmt=$5 launch_record=$6
   local log
   log="$(readlink -f "$run_out/latest")/mlperf_log.txt"
   if [[ ! -f "$log" ]]; then
@@ -105,7 +149,7 @@ one_run() {
     fi
     return $ret_code
   fi
-  # one_run runs where errexit does not reach (a condition): each step says when it fails.
+  # file_run runs where errexit does not reach (a condition): each step says when it fails.
   local kept="$dest/runs/result_$index"   # the run folder, for report and audit
   cp "$log" "$dest/result_$index.txt" && rm -rf "$kept" && mv "$(dirname "$log")" "$kept" &&
     cp "$launch_record" "$kept/" ||
@@ -125,11 +169,21 @@ one_run() {
   return $ret_code
 }
 
+random_seed() { od -An -N4 -tu4 /dev/urandom | tr -d ' '; }
+
+if [[ "${SCHEDULER:-mpirun}" == slurm ]] && ((NEXP > 1)); then
+  # NVIDIA's run.sub: the NEXP runs share one allocation (one queue wait, the same nodes).
+  seed0=${SEED:+$((10#$SEED))}
+  status=0
+  slurm_runs "${seed0:-$(random_seed)}" || status=$?
+  exit $status
+fi
+
 status=0
 for ((i = 0; i < NEXP; i++)); do
   index=$((10#$RESULT_INDEX + i))   # decimal, leading zeros or not
   # MLPerf: a different seed for every run.
-  if [[ -n "${SEED:-}" ]]; then seed=$((10#$SEED + i)); else seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); fi
+  if [[ -n "${SEED:-}" ]]; then seed=$((10#$SEED + i)); else seed=$(random_seed); fi
   ((NEXP > 1)) && echo "run_and_time: run $((i + 1)) of $NEXP (result_$index, seed $seed)"
   # A failing step inside one_run ends that run (its status), not the runs after it.
   rc=0

@@ -9,7 +9,10 @@
    and SEED+1, each run folder kept beside it with the launch command and the official
    compliance checker's report (SUCCESS), and RESULT lines whose seconds are the logs'
    run_stop - run_start. Without LOGDIR the files go to RESULTS_DIR/<system>/maskrcnn.
-3. Bad input: NEXP=0, a DATADIR that is no folder: exit 2 before anything runs.
+3. Slurm (a real one-node cluster, slurm_cluster.py): NEXP=2 with SCHEDULER=slurm is one batch
+   job (one allocation, as NVIDIA's run.sub), its ranks started by srun --mpi=none (SRUN_MPI):
+   result_0 and result_1 with seeds SEED and SEED+1, each filed and compliant.
+4. Bad input: NEXP=0, a DATADIR that is no folder: exit 2 before anything runs.
 """
 import json
 import os
@@ -17,13 +20,14 @@ import pathlib
 import re
 
 import mrcnn_testenv as env
+import slurm_cluster
 
 SCRIPT = env.SOURCE_DIR / "run_scripts" / "run_and_time.sh"
 
 
-def launcher(system, **extra):
-    e = dict(os.environ, SYSTEM=system, BUILD_DIR=str(env.BUILD_DIR), **extra)
-    return env.run(["bash", SCRIPT], env=e, timeout=600)
+def launcher(system, cwd=None, base=None, **extra):
+    e = dict(base or os.environ, SYSTEM=system, BUILD_DIR=str(env.BUILD_DIR), **extra)
+    return env.run(["bash", SCRIPT], env=e, timeout=600, cwd=cwd)
 
 
 def main():
@@ -82,7 +86,31 @@ def main():
         print(f"NEXP=2: result_3.txt and result_4.txt (seeds 21, 22) in LOGDIR, each compliant, "
               f"{re.findall(r'^RESULT,.*$', p.stdout, re.M)}")
 
-        # 3. bad input
+        # 3. NEXP runs in one Slurm allocation.
+        reason = slurm_cluster.missing_reason()
+        if reason:
+            print(f"Slurm part skipped: {reason}")
+        else:
+            with slurm_cluster.SlurmCluster(tmp / "slurm") as cluster:
+                jobs = tmp / "jobs"
+                jobs.mkdir()
+                p = launcher("cpu-dev", cwd=jobs, base=cluster.env, SCHEDULER="slurm", SRUN_MPI="none", NEXP="2",
+                             SEED="31", DATADIR=str(data), LOGDIR=str(tmp / "slurm-logs"),
+                             RESULTS_DIR=str(tmp / "results"), EXTRA_ARGS=extra)
+                outputs = sorted(jobs.glob("slurm-*.out"))
+                assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:] + "".join(o.read_text() for o in outputs)
+                assert len(outputs) == 1, f"expected one batch job, saw {outputs}"
+                for index, seed in ((0, 31), (1, 32)):
+                    result = tmp / "slurm-logs" / f"result_{index}.txt"
+                    assert [r["value"] for r in env.mllog_records(result) if r["key"] == "seed"] == [seed]
+                    assert re.search(rf"^RESULT,MASKRCNN,{seed},", p.stdout, re.M), p.stdout
+                    kept = tmp / "slurm-logs" / "runs" / f"result_{index}"
+                    script = (kept / "launch.sbatch").read_text()
+                    assert "for ((i = 0; i < 2; i++))" in script and "srun --mpi=none" in script, script
+                    assert "SUCCESS" in (kept / "compliance_checker.log").read_text()
+                print("SCHEDULER=slurm NEXP=2: one batch job, result_0 and result_1 (seeds 31, 32), each compliant")
+
+        # 4. bad input
         (tmp / "a-file").write_text("")
         for extra_env, text in (({"NEXP": "0"}, "NEXP=0"), ({"DATADIR": str(tmp / "nowhere")}, "is not a folder"),
                                 ({"LOGDIR": str(tmp / "a-file" / "logs")}, "cannot write results into")):
