@@ -1,6 +1,6 @@
 // mlperf-maskrcnn: the project's one executable. Each subcommand lives in the library that owns
 // it and is a plain `int main`-like function; this file only routes to them and turns any escaped
-// exception into one clear line and a non-zero exit. Every command takes `--name=value` for
+// exception into one clear line and a non-zero exit (2 for a bad command line: cli::UsageError). Every command takes `--name=value` for
 // `--name value`; `mlperf-maskrcnn --version` says what this build is.
 #include <cstdio>
 #include <cstring>
@@ -14,6 +14,7 @@
 #include "benchmark/analysis/fingerprint.h"
 #include "benchmark/analysis/report_command.h"
 #include "eval/coco_eval_command.h"
+#include "logging/arguments.h"
 #include "logging/check_command.h"
 #include "logging/console.h"
 // The LibTorch part of the project (MRCNN_WITH_TORCH, on by default) brings the harness's commands.
@@ -106,6 +107,9 @@ int main(int argc, char** argv) {
     if (name != c.name) continue;
     try {
       return c.main(static_cast<int>(args.size()), command_argv.data());
+    } catch (const mrcnn::cli::UsageError& e) {  // the command line itself: nothing ran
+      std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, e.what());
+      return 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, mrcnn::logging::error_text(e).c_str());
       return 1;

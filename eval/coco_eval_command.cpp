@@ -7,11 +7,12 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <variant>
+#include <optional>
 #include <vector>
 
 #include "eval/coco.h"
 #include "eval/coco_eval.h"
+#include "logging/arguments.h"
 
 namespace mrcnn::eval {
 
@@ -72,61 +73,32 @@ struct Args {
   bool arrays = false, quiet = false;
 };
 
-// The command line, or the exit status when there is nothing to run (--help: 0, bad input: 2,
-// with the message and the usage already printed).
-std::variant<Args, int> parse_args(int argc, char** argv) {
+// The command line; nullopt for --help (the usage printed). Throws cli::UsageError.
+std::optional<Args> parse_args(int argc, char** argv) {
+  const cli::Arguments args(argc, argv, {.with_value = {"--iou-type", "--threads", "--json"},
+                                         .switches = {"--arrays", "--quiet"},
+                                         .positional = {2, 2, "GT.json and RESULTS.json"}});
+  if (args.help()) {
+    std::fputs(kUsage, stdout);
+    return std::nullopt;
+  }
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "coco-eval: %s needs a value\n\n%s", name, kUsage);
-        throw std::invalid_argument(std::string(name) + " needs a value");
-      }
-      return argv[++i];
-    };
-    try {
-      if (arg == "--help" || arg == "-h") {
-        std::fputs(kUsage, stdout);
-        return 0;
-      } else if (arg == "--iou-type") {
-        const std::string v = value("--iou-type");
-        size_t start = 0;
-        while (start <= v.size()) {
-          const size_t comma = std::min(v.find(',', start), v.size());
-          a.types.push_back(parse_iou_type(std::string_view(v).substr(start, comma - start)));
-          start = comma + 1;
-        }
-      } else if (arg == "--threads") {
-        const std::string v = value("--threads");
-        size_t used = 0;
-        a.threads = std::stoi(v, &used);
-        if (used != v.size() || a.threads < 1) throw std::invalid_argument("--threads");
-      } else if (arg == "--json") {
-        a.json_out = value("--json");
-      } else if (arg == "--arrays") {
-        a.arrays = true;
-      } else if (arg == "--quiet") {
-        a.quiet = true;
-      } else if (arg.size() > 1 && arg[0] == '-') {
-        std::fprintf(stderr, "coco-eval: unknown option '%s'\n\n%s", argv[i], kUsage);
-        return 2;
-      } else {
-        a.positional.emplace_back(arg);
-      }
-    } catch (const std::invalid_argument& e) {
-      std::fprintf(stderr, "coco-eval: bad value for %s (%s)\n\n%s", argv[i], e.what(), kUsage);
-      return 2;
-    } catch (const std::out_of_range&) {
-      std::fprintf(stderr, "coco-eval: value out of range for %s\n\n%s", argv[i], kUsage);
-      return 2;
+  a.positional = args.positional();
+  const std::string types = args.value("--iou-type", "bbox,segm");
+  try {
+    size_t start = 0;
+    while (start <= types.size()) {
+      const size_t comma = std::min(types.find(',', start), types.size());
+      a.types.push_back(parse_iou_type(std::string_view(types).substr(start, comma - start)));
+      start = comma + 1;
     }
+  } catch (const std::exception& e) {
+    throw cli::UsageError("--iou-type " + types + ": " + e.what());
   }
-  if (a.positional.size() != 2) {
-    std::fprintf(stderr, "coco-eval: expected GT.json and RESULTS.json\n\n%s", kUsage);
-    return 2;
-  }
-  if (a.types.empty()) a.types = {IouType::kBbox, IouType::kSegm};
+  a.threads = static_cast<int>(args.integer("--threads", 0, {1, 4096}));
+  a.json_out = args.value("--json");
+  a.arrays = args.flag("--arrays");
+  a.quiet = args.flag("--quiet");
   return a;
 }
 
@@ -195,9 +167,9 @@ std::vector<EvalResult> evaluate_naming_files(const CocoEvaluator& evaluator, co
 }  // namespace
 
 int coco_eval_main(int argc, char** argv) {
-  const std::variant<Args, int> parsed = parse_args(argc, argv);
-  if (const int* status = std::get_if<int>(&parsed)) return *status;
-  const Args& a = std::get<Args>(parsed);
+  const std::optional<Args> parsed = parse_args(argc, argv);
+  if (!parsed) return 0;
+  const Args& a = *parsed;
   Timings t;
   const auto t0 = Clock::now();
   auto gt = std::make_shared<Dataset>(load_dataset(a.positional[0]));

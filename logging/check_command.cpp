@@ -1,11 +1,13 @@
 #include "logging/check_command.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "logging/arguments.h"
 #include "logging/compliance.h"
 #include "logging/py_json.h"
 
@@ -42,49 +44,19 @@ Json to_json(const CheckReport& r) {
 }  // namespace
 
 int check_main(int argc, char** argv) {
+  const cli::Arguments args(argc, argv, {.with_value = {"--ruleset", "--json"},
+                                         .switches = {"--werror", "--strict", "--quiet"},
+                                         .positional = {.min = 1, .what = "one or more MLPerf logs"}});
+  if (args.help()) return std::fputs(kUsage, stdout), 0;
   CheckOptions opt;
-  bool quiet = false;
-  std::string json_out;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto need_value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "mlperf-maskrcnn check: error: %s needs a value\n", name);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--ruleset") {
-      opt.ruleset = need_value("--ruleset");
-    } else if (a == "--werror") {
-      opt.werror = true;
-    } else if (a == "--strict") {
-      opt.strict = true;
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "--json") {
-      json_out = need_value("--json");
-    } else if (a.starts_with("--")) {
-      std::fprintf(stderr, "mlperf-maskrcnn check: error: unknown option '%s' (see --help)\n", a.c_str());
-      return 2;
-    } else {
-      files.push_back(a);
-    }
-  }
-  if (files.empty()) {
-    std::fputs("mlperf-maskrcnn check: error: expected one or more MLPerf logs (see --help)\n", stderr);
-    return 2;
-  }
-  if (opt.ruleset != "3.1.0") {
-    std::fprintf(stderr,
-                 "mlperf-maskrcnn check: error: --ruleset %s is not implemented; Mask R-CNN's last ruleset is 3.1.0\n",
-                 opt.ruleset.c_str());
-    return 2;
-  }
+  opt.ruleset = args.value("--ruleset", opt.ruleset);
+  opt.werror = args.flag("--werror");
+  opt.strict = args.flag("--strict");
+  const bool quiet = args.flag("--quiet");
+  const std::string json_out = args.value("--json");
+  const std::vector<std::string>& files = args.positional();
+  if (opt.ruleset != "3.1.0")
+    throw cli::UsageError("--ruleset " + opt.ruleset + " is not implemented; Mask R-CNN's last ruleset is 3.1.0");
   int status = 0;
   Json all = Json::array();
   for (const auto& f : files) {
@@ -101,7 +73,8 @@ int check_main(int argc, char** argv) {
     std::ofstream o(json_out);
     o << all.dump(2) << "\n";
     if (!o) {
-      std::fprintf(stderr, "check: cannot write %s: %s\n", json_out.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "mlperf-maskrcnn check: error: cannot write %s: %s\n", json_out.c_str(),
+                   std::strerror(errno));
       return 2;
     }
   }

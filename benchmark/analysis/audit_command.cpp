@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "benchmark/analysis/audit.h"
+#include "logging/arguments.h"
 
 namespace mrcnn::analysis {
 
@@ -53,34 +54,17 @@ struct Args {
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
-Args parse(int argc, char** argv) {
+Args parse(const cli::Arguments& args) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) bad(s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--tolerance") {
-      const std::string v = value();
-      char* end = nullptr;
-      a.tolerance = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(a.tolerance >= 0) || a.tolerance >= 1)
-        bad("--tolerance " + v + ": expected a relative difference in [0, 1)");
-    } else if (s == "--json") {
-      a.json = value();
-    } else if (s == "--replay") {
-      a.replay = value();
-    } else if (s == "--replay-out") {
-      a.replay_out = value();
-    } else if (s.rfind("--", 0) == 0) {
-      bad("unknown option " + s + " (see --help)");
-    } else {
-      a.runs.push_back(s);
-    }
-  }
-  if (a.replay.empty() && a.runs.size() != 2) bad("expected two runs to compare, or --replay RUN (see --help)");
-  if (!a.replay.empty() && !a.runs.empty()) bad("--replay takes one run, no other run argument");
+  a.runs = args.positional();
+  a.tolerance = args.number("--tolerance", 0, {0, 1});
+  if (a.tolerance >= 1) throw cli::UsageError("--tolerance 1: expected a relative difference below 1");
+  a.json = args.value("--json");
+  a.replay = args.value("--replay");
+  a.replay_out = args.value("--replay-out");
+  if (a.replay.empty() && a.runs.size() != 2)
+    throw cli::UsageError("expected two runs to compare, or --replay RUN (see --help)");
+  if (!a.replay.empty() && !a.runs.empty()) throw cli::UsageError("--replay takes one run, no other run argument");
   return a;
 }
 
@@ -175,10 +159,10 @@ int audit_folders(const std::vector<fs::path>& fa, const std::vector<fs::path>& 
 }  // namespace
 
 int audit_main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return std::printf("%s", kUsage), 0;
+  const cli::Arguments parsed(argc, argv, {.with_value = {"--tolerance", "--json", "--replay", "--replay-out"}});
+  if (parsed.help()) return std::printf("%s", kUsage), 0;
+  const Args args = parse(parsed);
   try {
-    Args args = parse(argc, argv);
     if (args.replay.empty()) {
       const auto fa = result_files_of(args.runs[0]), fb = result_files_of(args.runs[1]);
       if (!fa.empty() && !fb.empty()) return audit_folders(fa, fb, args);

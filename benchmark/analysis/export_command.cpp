@@ -14,6 +14,7 @@
 
 #include "benchmark/analysis/run_record.h"
 #include "benchmark/analysis/tensorboard.h"
+#include "logging/arguments.h"
 
 namespace mrcnn::analysis {
 
@@ -44,28 +45,10 @@ struct Args {
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) bad(s + " needs a folder");
-      return argv[++i];
-    };
-    if (s == "--tensorboard") {
-      a.tensorboard = value();
-    } else if (s == "--csv") {
-      a.csv = value();
-    } else if (s.rfind("--", 0) == 0) {
-      bad("unknown option " + s + " (see --help)");
-    } else if (a.run.empty()) {
-      a.run = s;
-    } else {
-      bad("one run at a time: " + a.run + " and " + s);
-    }
-  }
-  if (a.run.empty()) bad("expected a run folder (see --help)");
-  if (a.tensorboard.empty() && a.csv.empty()) bad("nothing to write: give --tensorboard DIR, --csv DIR or both");
+Args parse(const cli::Arguments& args) {
+  Args a{.run = args.positional().at(0), .tensorboard = args.value("--tensorboard"), .csv = args.value("--csv")};
+  if (a.tensorboard.empty() && a.csv.empty())
+    throw cli::UsageError("nothing to write: give --tensorboard DIR, --csv DIR or both");
   return a;
 }
 
@@ -166,10 +149,11 @@ std::vector<std::string> write_csv(const RunRecord& r, const std::string& dir) {
 }  // namespace
 
 int export_main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return std::printf("%s", kUsage), 0;
+  const cli::Arguments parsed(argc, argv, {.with_value = {"--tensorboard", "--csv"},
+                                           .positional = {1, 1, "one run folder"}});
+  if (parsed.help()) return std::printf("%s", kUsage), 0;
+  const Args args = parse(parsed);
   try {
-    const Args args = parse(argc, argv);
     const RunRecord r = read_run(args.run);
     if (r.metrics_path.empty()) bad(args.run + ": no metrics.jsonl beside the MLPerf log (a run folder written by train has one)");
     if (!args.tensorboard.empty())

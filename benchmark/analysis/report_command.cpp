@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "benchmark/analysis/report.h"
+#include "logging/arguments.h"
 
 namespace mrcnn::analysis {
 
@@ -52,29 +53,19 @@ double parse_price(const std::string& text, const std::string& arg) {
 }  // namespace
 
 int report_main(int argc, char** argv) {
-  std::vector<std::string> paths;
-  std::string json, html;
+  const cli::Arguments args(argc, argv, {.with_value = {"--json", "--html", "--systems", "--price"},
+                                         .positional = {.min = 1, .what = "at least one results folder"}});
+  if (args.help()) return std::printf("%s", kUsage), 0;
+  const std::vector<std::string>& paths = args.positional();
+  const std::string json = args.value("--json"), html = args.value("--html");
   ReportOptions options;
+  options.systems_dir = args.value("--systems", options.systems_dir);
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string s = argv[i];
-      if (s == "--help" || s == "-h") return std::printf("%s", kUsage), 0;
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) bad(s + " needs a value");
-        return argv[++i];
-      };
-      if (s == "--json") json = value();
-      else if (s == "--html") html = value();
-      else if (s == "--systems") options.systems_dir = value();
-      else if (s == "--price") {
-        const std::string v = value();
-        const auto eq = v.find('=');
-        if (eq == std::string::npos) options.price_per_node_hour[""] = parse_price(v, v);
-        else options.price_per_node_hour[v.substr(0, eq)] = parse_price(v.substr(eq + 1), v);
-      } else if (s.rfind("--", 0) == 0) bad("unknown option " + s + " (see --help)");
-      else paths.push_back(s);
+    for (const std::string& v : args.values("--price")) {
+      const auto eq = v.find('=');
+      if (eq == std::string::npos) options.price_per_node_hour[""] = parse_price(v, v);
+      else options.price_per_node_hour[v.substr(0, eq)] = parse_price(v.substr(eq + 1), v);
     }
-    if (paths.empty()) bad("expected at least one results folder (see --help)");
     const std::vector<SystemReport> systems = build_report(paths, options);
     std::fputs(format_report_table(systems).c_str(), stdout);
     if (!json.empty()) {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "benchmark/data/synth.h"
+#include "logging/arguments.h"
 
 namespace mrcnn::data {
 namespace {
@@ -58,62 +59,56 @@ std::pair<std::string_view, std::string_view> split_range(std::string_view flag,
   return {v.substr(0, dash), v.substr(dash + 1)};
 }
 
+// The options, validated; throws cli::UsageError (or std::invalid_argument from a bad value).
+SynthOptions read_options(const cli::Arguments& args) {
+  SynthOptions o;
+  o.out_dir = args.value("--out");
+  if (o.out_dir.empty()) throw cli::UsageError("--out DIR is required");
+  if (args.has("--train")) o.train_images = parse_int("--train", args.value("--train"));
+  if (args.has("--val")) o.val_images = parse_int("--val", args.value("--val"));
+  if (args.has("--size")) {
+    const std::string v = args.value("--size");
+    const size_t x = v.find('x');
+    if (x == std::string::npos) {
+      o.width = o.height = parse_int("--size", v);
+    } else {
+      o.width = parse_int("--size", std::string_view(v).substr(0, x));
+      o.height = parse_int("--size", std::string_view(v).substr(x + 1));
+    }
+  }
+  o.seed = static_cast<uint64_t>(args.integer("--seed", static_cast<long long>(o.seed), {0, 9.2e18}));
+  if (args.has("--objects")) {
+    const std::string v = args.value("--objects");
+    const auto [lo, hi] = split_range("--objects", v);
+    o.min_objects = parse_int("--objects", lo);
+    o.max_objects = parse_int("--objects", hi);
+  }
+  if (args.has("--scale")) {
+    const std::string v = args.value("--scale");
+    const auto [lo, hi] = split_range("--scale", v);
+    o.min_object_scale = parse_double("--scale", lo);
+    o.max_object_scale = parse_double("--scale", hi);
+  }
+  if (args.has("--quality")) o.jpeg_quality = static_cast<int>(parse_int("--quality", args.value("--quality")));
+  if (args.has("--threads")) o.threads = static_cast<int>(parse_int("--threads", args.value("--threads")));
+  o.progress = !args.flag("--quiet");
+  o.validate();
+  return o;
+}
+
 }  // namespace
 
 int synth_main(int argc, char** argv) {
+  const cli::Arguments args(argc, argv, {.with_value = {"--out", "--train", "--val", "--size", "--seed", "--objects",
+                                                        "--scale", "--quality", "--threads"},
+                                         .switches = {"--quiet"},
+                                         .positional = {0, 0, "no positional arguments"}});
+  if (args.help()) return std::fputs(kUsage, stdout), 0;
   SynthOptions o;
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string_view a = argv[i];
-      auto value = [&]() -> std::string_view {
-        if (i + 1 >= argc) throw std::invalid_argument(std::string(a) + " needs a value");
-        return argv[++i];
-      };
-      if (a == "-h" || a == "--help") {
-        std::fputs(kUsage, stdout);
-        return 0;
-      } else if (a == "--out") {
-        o.out_dir = std::string(value());
-      } else if (a == "--train") {
-        o.train_images = parse_int(a, value());
-      } else if (a == "--val") {
-        o.val_images = parse_int(a, value());
-      } else if (a == "--size") {
-        const std::string_view v = value();
-        const size_t x = v.find('x');
-        if (x == std::string_view::npos) {
-          o.width = o.height = parse_int(a, v);
-        } else {
-          o.width = parse_int(a, v.substr(0, x));
-          o.height = parse_int(a, v.substr(x + 1));
-        }
-      } else if (a == "--seed") {
-        const int64_t s = parse_int(a, value());
-        if (s < 0) throw std::invalid_argument("--seed: expected a non-negative integer");
-        o.seed = static_cast<uint64_t>(s);
-      } else if (a == "--objects") {
-        const auto [lo, hi] = split_range(a, value());
-        o.min_objects = parse_int(a, lo);
-        o.max_objects = parse_int(a, hi);
-      } else if (a == "--scale") {
-        const auto [lo, hi] = split_range(a, value());
-        o.min_object_scale = parse_double(a, lo);
-        o.max_object_scale = parse_double(a, hi);
-      } else if (a == "--quality") {
-        o.jpeg_quality = static_cast<int>(parse_int(a, value()));
-      } else if (a == "--threads") {
-        o.threads = static_cast<int>(parse_int(a, value()));
-      } else if (a == "--quiet") {
-        o.progress = false;
-      } else {
-        throw std::invalid_argument("unknown option '" + std::string(a) + "'");
-      }
-    }
-    if (o.out_dir.empty()) throw std::invalid_argument("--out DIR is required");
-    o.validate();
+    o = read_options(args);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "mlperf-maskrcnn synth: %s\n\n%s", e.what(), kUsage);
-    return 2;
+    throw cli::UsageError(e.what());
   }
   const SynthSummary s = write_synthetic_dataset(o);
   std::fprintf(stderr,

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "logging/arguments.h"
 #include "logging/console.h"
 
 namespace mrcnn::run {
@@ -25,19 +26,16 @@ CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& wit
     overrides_.push_back("run.data_dir=" + nlohmann::json(std::string(d)).dump());
   if (const char* o = std::getenv("MRCNN_OUT"); o != nullptr && *o != '\0')
     overrides_.push_back("run.output_dir=" + nlohmann::json(std::string(o)).dump());
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw ConfigError(s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--system") system_ = next();
-    else if (s == "--set") overrides_.push_back(next());
-    else if (with_value.contains(s)) values_[s].push_back(next());
-    else if (switches.contains(s)) switches_.insert(s);
-    else if (s.starts_with("-") && s.size() > 1) throw ConfigError("unknown argument '" + s + "' (see --help)");
-    else positional_.push_back(s);
-  }
+  std::set<std::string> options = with_value;
+  options.insert({"--system", "--set"});
+  const cli::Arguments args(argc, argv, {.with_value = options, .switches = switches});
+  system_ = args.value("--system", system_);
+  for (const std::string& o : args.values("--set")) overrides_.push_back(o);
+  for (const std::string& v : with_value)
+    if (args.has(v)) values_[v] = args.values(v);
+  for (const std::string& s : switches)
+    if (args.flag(s)) switches_.insert(s);
+  positional_ = args.positional();
 }
 
 std::string CommandLine::value(const std::string& flag, const std::string& fallback) const {

@@ -21,8 +21,9 @@ class CommandLine {
   // `with_value`: flags that take the next argument; `switches`: flags that take none. Every
   // command also takes --system FILE and --set KEY=VALUE (repeatable). The environment gives
   // defaults that these override: MRCNN_SYSTEM (--system), MRCNN_DATA_DIR (run.data_dir) and
-  // MRCNN_OUT (run.output_dir). (main.cpp has split --name=value already.) Throws ConfigError on
-  // an unknown flag or a flag without its value.
+  // MRCNN_OUT (run.output_dir). (main.cpp has split --name=value already.) Parsed by the parser
+  // every command shares (logging/arguments.h): throws cli::UsageError on an unknown flag or a
+  // flag without its value.
   CommandLine(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& switches);
 
   bool has(const std::string& flag) const { return values_.contains(flag) || switches_.contains(flag); }

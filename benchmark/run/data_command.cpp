@@ -16,6 +16,7 @@
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/commands.h"
 #include "eval/coco.h"
+#include "logging/arguments.h"
 #include "logging/mllog.h"
 
 namespace mrcnn::run {
@@ -176,6 +177,8 @@ int data_main(int argc, char** argv) {
   try {
     return run(argc - 1, argv + 1);
   } catch (const ConfigError& e) {
+    return report_error(name.c_str(), e, 2);
+  } catch (const cli::UsageError& e) {
     return report_error(name.c_str(), e, 2);
   } catch (const std::exception& e) {
     return report_error(name.c_str(), e, 1);

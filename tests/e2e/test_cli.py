@@ -68,7 +68,18 @@ def main():
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and "error: " + text in p.stderr, (args, p.returncode,
                                                                                                p.stderr)
         assert re.match(r"mlperf-maskrcnn( \S+)?: error: ", p.stderr), p.stderr
-    print("errors: one line, `mlperf-maskrcnn <command>: error: ...`, exit 2")
+    # Every command on the one parser: an unknown option is the same one line, exit 2.
+    commands = re.findall(r"^  (\S+) ", run("--help").stdout, re.M)
+    assert len(commands) >= 12, commands
+    for command in commands:
+        words = ["data", "verify"] if command == "data" else [command]  # data's own subcommands first
+        p = run(*words, "--bogus")
+        assert p.returncode == 2 and p.stderr == f"mlperf-maskrcnn {' '.join(words)}: error: unknown option '--bogus' " \
+                                                 "(see --help)\n", (command, p.returncode, p.stderr)
+        p = run(command, "--help")
+        assert p.returncode == 0 and "usage" in p.stdout.lower(), (command, p.returncode, p.stdout[:200])
+    print(f"errors: one line, `mlperf-maskrcnn <command>: error: ...`, exit 2; every one of {len(commands)} commands "
+          "refuses an unknown option so and prints its usage for --help")
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def main():
         # 4. bad input
         (tmp / "empty").mkdir()
         for args, text in (([run], "nothing to write"), ([tmp / "empty", "--csv", tmp / "x"], "not a run folder"),
-                           ([run, "--tb", tmp / "x"], "unknown option --tb")):
+                           ([run, "--tb", tmp / "x"], "unknown option '--tb'")):
             p = export(*args)
             assert p.returncode == 2 and text in p.stderr and p.stderr.count("\n") == 1, (args, p.returncode, p.stderr)
         print("bad input: exit 2 with one line")

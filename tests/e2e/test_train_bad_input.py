@@ -47,7 +47,7 @@ def main():
         corrupt = tmp / "corrupt.safetensors"
         corrupt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
         expect_refused("corrupt checkpoint", base + ["--resume", corrupt], "corrupt.safetensors", out)
-        expect_refused("unknown argument", base + ["--epochs", "3"], "--epochs", out)
+        expect_refused("unknown option", base + ["--epochs", "3"], "--epochs", out)
         folder = tmp / "a-folder.json"
         folder.mkdir()
         expect_refused("folder as system file", ["--system", folder, "--out", out], f"{folder}: is a directory", out)

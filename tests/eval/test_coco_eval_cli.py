@@ -95,7 +95,8 @@ def main():
         for args in ([], [gt_path], [gt_path, res_path, "--iou-type", "keypoints"],
                      [gt_path, res_path, "--threads", "zero"], [gt_path, res_path, "--bogus"]):
             p = subprocess.run([exe] + args, capture_output=True, text=True, timeout=60)
-            if p.returncode != 2 or "usage: coco-eval" not in p.stderr:
+            err = p.stderr.strip()
+            if p.returncode != 2 or len(err.splitlines()) != 1 or not err.startswith("coco-eval: error: "):
                 failures.append(f"usage {args}: status {p.returncode}, stderr {p.stderr[:200]!r}")
         # Good input: the summary block and the JSON file.
         with open(gt_path, "w") as f:
