@@ -14,6 +14,8 @@
 // the MLPerf log (run_stop aborted) before the rank ends.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -79,6 +81,27 @@ std::string local_address_towards(const std::string& peer_ip) {
     out = text;
   }
   close(fd);
+  return out;
+}
+
+// The address the other ranks dial: this host's address on the route to the store's host, or,
+// where that route is loopback (rank 0's host, whose name Debian maps to 127.0.1.1), the first
+// non-loopback IPv4 address of an interface that is up; loopback only where there is none.
+std::string reachable_address(const std::string& route_ip) {
+  if (route_ip.rfind("127.", 0) != 0) return route_ip;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return route_ip;
+  std::string out = route_ip;
+  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_RUNNING) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0)
+      continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    out = text;
+    break;
+  }
+  freeifaddrs(list);
   return out;
 }
 
@@ -191,9 +214,9 @@ class TcpCommunicator final : public Communicator {
   void meet(const RankEnvironment& env, const CommunicatorOptions& options) {
     const std::string store_ip = resolve(env.master_addr);
     if (store_ip.empty()) fail("MASTER_ADDR=" + env.master_addr + " does not resolve to an IPv4 address");
-    const std::string my_ip = local_address_towards(store_ip);
-    if (my_ip.empty()) fail("no route to MASTER_ADDR=" + env.master_addr + " (" + store_ip + ")");
-    const int listener = listen_on(my_ip);
+    const std::string route_ip = local_address_towards(store_ip);
+    if (route_ip.empty()) fail("no route to MASTER_ADDR=" + env.master_addr + " (" + store_ip + ")");
+    const int listener = listen_on(reachable_address(route_ip));
     const double wait_s = options.collective_timeout_s > 0 ? options.collective_timeout_s : 1800;
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
     const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
@@ -239,8 +262,8 @@ class TcpCommunicator final : public Communicator {
     if (fd < 0) fail("socket: " + errno_text(errno));
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = 0;  // any free port
-    inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+    a.sin_port = 0;                      // any free port
+    a.sin_addr.s_addr = htonl(INADDR_ANY);  // `ip` is what the others dial; any interface answers
     socklen_t len = sizeof a;
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 4) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
