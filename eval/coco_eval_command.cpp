@@ -84,18 +84,21 @@ std::optional<Args> parse_args(int argc, char** argv) {
   }
   Args a;
   a.positional = args.positional();
-  const std::string types = args.value("--iou-type", "bbox,segm");
-  try {
-    size_t start = 0;
-    while (start <= types.size()) {
-      const size_t comma = std::min(types.find(',', start), types.size());
-      a.types.push_back(parse_iou_type(std::string_view(types).substr(start, comma - start)));
-      start = comma + 1;
+  std::vector<std::string> types = args.values("--iou-type");  // repeated: every one counts
+  if (types.empty()) types = {"bbox,segm"};
+  for (const std::string& list : types) {
+    try {
+      size_t start = 0;
+      while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        a.types.push_back(parse_iou_type(std::string_view(list).substr(start, comma - start)));
+        start = comma + 1;
+      }
+    } catch (const std::exception& e) {
+      throw cli::UsageError("--iou-type " + list + ": " + e.what());
     }
-  } catch (const std::exception& e) {
-    throw cli::UsageError("--iou-type " + types + ": " + e.what());
   }
-  a.threads = static_cast<int>(args.integer("--threads", 0, {1, 4096}));
+  a.threads = static_cast<int>(args.integer("--threads", 0, {1, 1 << 20}));
   a.json_out = args.value("--json");
   a.arrays = args.flag("--arrays");
   a.quiet = args.flag("--quiet");

@@ -122,11 +122,9 @@ slurm_runs() {
   "${cmd[@]}" "${train_args[@]}" $EXTRA_ARGS && job_status=0 || job_status=$?
   echo "ENDING THE SLURM JOB AT $(date +"%Y-%m-%d %r") (status $job_status)"
   for ((i = 0; i < NEXP; i++)); do
-    # The job's status is its first failing run's: each run's own is read from its log.
+    # The job's status is its first failing run's; the batch script keeps each run's own.
     rc=$job_status
-    if [[ -f "$batch/run_$i/latest/mlperf_log.txt" ]]; then
-      grep -q '"key": "run_stop".*"status": "success"' "$batch/run_$i/latest/mlperf_log.txt" && rc=0 || rc=3
-    fi
+    [[ -f "$batch/run_$i/exit_status" ]] && rc=$(<"$batch/run_$i/exit_status")
     file_run "$((10#$RESULT_INDEX + i))" "$((seed0 + i))" "$batch/run_$i" "$rc" "$start_fmt" \
       "$batch/launch.sbatch" || rc=$?
     ((status == 0)) && status=$rc

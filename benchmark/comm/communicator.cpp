@@ -101,23 +101,23 @@ std::unique_ptr<Communicator> make_mpi(const CommunicatorOptions& options) {
   return make_mpi_communicator(options);
 #else
   (void)options;
-  throw std::runtime_error("communicator backend 'mpi' is not built in (CMake did not find MPI)");
+  throw CommunicatorConfigError("communicator backend 'mpi' is not built in (CMake did not find MPI)");
 #endif
 }
 
 // The ranks' own environment (torchrun, srun --mpi=none, by hand), or an error saying none is set.
 RankEnvironment required_rank_environment(const std::string& backend, const EnvLookup& env) {
   if (auto r = read_rank_environment(env)) return *r;
-  throw std::runtime_error("communicator '" + backend +
+  throw CommunicatorConfigError("communicator '" + backend +
                            "': no ranks to join: start the ranks with mpirun, torchrun or srun, or set RANK, "
                            "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
 }
 
-// How the ranks of a job that MPI did not start talk on the host: MPI where it started them,
-// else the TCP ring over the ranks' environment.
+// How the ranks talk on the host: MPI where it started them and is built in, else the TCP ring
+// over the ranks' environment (srun sets SLURM_* whatever its --mpi).
 std::unique_ptr<Communicator> make_host(const std::string& backend, const CommunicatorOptions& options,
                                         const EnvLookup& env) {
-  if (started_by_mpi(env)) return make_mpi(options);
+  if (started_by_mpi(env) && mpi_available()) return make_mpi(options);
   return make_tcp_communicator(required_rank_environment(backend, env), options);
 }
 
@@ -132,7 +132,7 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, cons
 #if MRCNN_HAVE_NCCL
     return make_nccl_communicator(make_host(backend, options, env), options);
 #else
-    throw std::runtime_error("communicator backend 'nccl' is not built in (it needs CUDA and NCCL at build time)");
+    throw CommunicatorConfigError("communicator backend 'nccl' is not built in (it needs CUDA and NCCL at build time)");
 #endif
   }
   if (backend == "auto") {
@@ -140,7 +140,7 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, cons
     if (auto r = read_rank_environment(env)) return make_tcp_communicator(*r, options);
     return make_local_communicator();
   }
-  throw std::runtime_error("unknown communicator backend '" + backend + "' (expected local, mpi, tcp, nccl or auto)");
+  throw CommunicatorConfigError("unknown communicator backend '" + backend + "' (expected local, mpi, tcp, nccl or auto)");
 }
 
 }  // namespace mrcnn::comm

@@ -98,8 +98,9 @@ struct CommunicatorOptions {
 
 // "local", "mpi", "tcp", "nccl" (or "auto": mpi when MPI started the process and is built in,
 // tcp when torchrun's or srun's rank variables are set, else local). `env` reads the process's
-// environment (a map in tests). Throws std::runtime_error naming the backend when it is unknown
-// or not built in, or the ranks' environment when it is missing or malformed.
+// environment (a map in tests). Throws CommunicatorConfigError naming the backend when it is
+// unknown or not built in, or the ranks' environment when it is missing or malformed;
+// std::runtime_error when the ranks cannot meet (an unreachable store, a peer that never joins).
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommunicatorOptions& options = {},
                                                 const EnvLookup& env = process_env);
 

@@ -10,12 +10,12 @@ namespace {
 // A whole decimal number in [lo, hi], or an error naming the variable.
 long long number(const EnvLookup& env, const char* name, long long lo, long long hi) {
   const char* text = env(name);
-  if (text == nullptr || *text == '\0') throw std::runtime_error(std::string(name) + " is not set");
+  if (text == nullptr || *text == '\0') throw CommunicatorConfigError(std::string(name) + " is not set");
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
   if (errno != 0 || *end != '\0' || end == text || v < lo || v > hi)
-    throw std::runtime_error(std::string(name) + "=" + text + ": expected a whole number from " +
+    throw CommunicatorConfigError(std::string(name) + "=" + text + ": expected a whole number from " +
                              std::to_string(lo) + " to " + std::to_string(hi));
   return v;
 }
@@ -25,14 +25,14 @@ bool set(const EnvLookup& env, const char* name) {
   return v != nullptr && *v != '\0';
 }
 
-void read_store_address(const EnvLookup& env, RankEnvironment& r, const char* fallback_addr, int fallback_port) {
-  if (set(env, "MASTER_ADDR"))
-    r.master_addr = env("MASTER_ADDR");
-  else if (fallback_addr != nullptr && set(env, fallback_addr))
-    r.master_addr = env(fallback_addr);
-  else
-    throw std::runtime_error(std::string("MASTER_ADDR is not set (the host of rank 0, where the ranks meet)") +
-                             (fallback_addr ? std::string(", nor ") + fallback_addr : std::string()));
+void read_store_address(const EnvLookup& env, RankEnvironment& r, int fallback_port) {
+  if (!set(env, "MASTER_ADDR"))
+    throw CommunicatorConfigError(
+        "MASTER_ADDR is not set (the host of rank 0, where the ranks meet" +
+        std::string(r.launcher == "srun" ? "; in a Slurm job: export MASTER_ADDR=\"$(scontrol show hostnames "
+                                           "\"$SLURM_JOB_NODELIST\" | head -n 1)\")"
+                                         : ")"));
+  r.master_addr = env("MASTER_ADDR");
   if (set(env, "MASTER_PORT") || fallback_port == 0)
     r.master_port = static_cast<uint16_t>(number(env, "MASTER_PORT", 1, 65535));
   else
@@ -55,7 +55,7 @@ std::optional<RankEnvironment> read_rank_environment(const EnvLookup& env) {
     r.world_size = static_cast<int>(number(env, "WORLD_SIZE", 1, kMaxRanks));
     r.rank = static_cast<int>(number(env, "RANK", 0, r.world_size - 1));
     if (set(env, "LOCAL_RANK")) r.local_rank = static_cast<int>(number(env, "LOCAL_RANK", 0, r.world_size - 1));
-    read_store_address(env, r, nullptr, 0);
+    read_store_address(env, r, 0);
     const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
     r.agent_store = agent != nullptr && std::string(agent) == "True";
     if (set(env, "TORCHELASTIC_RESTART_COUNT"))
@@ -72,7 +72,7 @@ std::optional<RankEnvironment> read_rank_environment(const EnvLookup& env) {
     const int port = set(env, "SLURM_JOB_ID")
                          ? 20000 + static_cast<int>(number(env, "SLURM_JOB_ID", 0, (1LL << 62)) % 20000)
                          : 29500;
-    read_store_address(env, r, "SLURM_LAUNCH_NODE_IPADDR", port);
+    read_store_address(env, r, port);
     return r;
   }
   return std::nullopt;

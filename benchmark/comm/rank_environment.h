@@ -6,8 +6,8 @@
 //                         TORCHELASTIC_RESTART_COUNT
 //   srun --mpi=none       SLURM_PROCID and SLURM_STEP_NUM_TASKS (set inside an srun step only, so
 //                         a batch script's own shell is never taken for rank 0 of many); the
-//                         store at MASTER_ADDR (else the node srun ran on,
-//                         SLURM_LAUNCH_NODE_IPADDR) and MASTER_PORT (else a port from the job id)
+//                         store at MASTER_ADDR (the first host of the step: `launch`'s batch
+//                         script exports it) and MASTER_PORT (else a port from the job id)
 // The ranks meet through a key-value store (c10d's TCPStore) at MASTER_ADDR:MASTER_PORT, hosted
 // by rank 0 (or by torchrun's agent).
 #pragma once
@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace mrcnn::comm {
@@ -30,12 +31,19 @@ struct RankEnvironment {
   int attempt = 0;           // torchrun's restart count: keys of earlier attempts are not read
 };
 
+// A rank environment or communicator choice that cannot work as given (bad input, exit 2), as
+// opposed to a network that fails (std::runtime_error, exit 1).
+class CommunicatorConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // A variable's value, or nullptr (std::getenv, or a map in tests).
 using EnvLookup = std::function<const char*(const char*)>;
 
 // The rank environment, or nullopt when neither torchrun's nor srun's variables are set. Throws
-// std::runtime_error naming the variable when one is malformed (not a number, a rank outside
-// the world, a port outside 1..65535) or MASTER_ADDR is missing where nothing stands in for it.
+// CommunicatorConfigError naming the variable when one is malformed (not a number, a rank outside
+// the world, a port outside 1..65535) or MASTER_ADDR is missing.
 std::optional<RankEnvironment> read_rank_environment(const EnvLookup& env);
 
 // Whether MPI started this process (OpenMPI's mpirun, or srun with --mpi=pmi2/pmix).

@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "benchmark/comm/communicator.h"
@@ -115,6 +116,52 @@ void tune(int fd) {
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
+// A socket closed when it goes out of scope (set-up that throws leaks nothing).
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { reset(); }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// connect() within `ms` milliseconds (a silently dropped SYN would otherwise block for the
+// kernel's two minutes of retries); 0 or the errno of the failure.
+int connect_within(int fd, const sockaddr_in& a, int ms) {
+  const int flags = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int e = 0;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    e = errno;
+    if (e == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = poll(&p, 1, ms);
+      socklen_t len = sizeof e;
+      if (ready <= 0) e = ready == 0 ? ETIMEDOUT : errno;
+      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
+    }
+  }
+  fcntl(fd, F_SETFL, flags);
+  return e;
+}
+
 struct Peer {
   int rank = -1;
   std::string host;     // its host name
@@ -132,10 +179,6 @@ class TcpCommunicator final : public Communicator {
     }
     meet(env, options);
     learn_hosts(env);
-  }
-  ~TcpCommunicator() override {
-    for (int fd : {next_fd_, prev_fd_})
-      if (fd >= 0) close(fd);
   }
   TcpCommunicator(const TcpCommunicator&) = delete;
   TcpCommunicator& operator=(const TcpCommunicator&) = delete;
@@ -216,7 +259,7 @@ class TcpCommunicator final : public Communicator {
     if (store_ip.empty()) fail("MASTER_ADDR=" + env.master_addr + " does not resolve to an IPv4 address");
     const std::string route_ip = local_address_towards(store_ip);
     if (route_ip.empty()) fail("no route to MASTER_ADDR=" + env.master_addr + " (" + store_ip + ")");
-    const int listener = listen_on(reachable_address(route_ip));
+    const Socket listener = listen_on(reachable_address(route_ip));
     const double wait_s = options.collective_timeout_s > 0 ? options.collective_timeout_s : 1800;
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
     const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
@@ -231,7 +274,6 @@ class TcpCommunicator final : public Communicator {
       o.multiTenant = true;
       store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {
-      close(listener);
       fail(std::string(rank_ == 0 && !env.agent_store ? "cannot host" : "cannot reach") + " the ranks' store at " +
            where + ": " + first_line(e.what()));
     }
@@ -243,22 +285,21 @@ class TcpCommunicator final : public Communicator {
       const std::vector<uint8_t> v = store->get(prefix + "address/" + std::to_string(next));
       next_address.assign(v.begin(), v.end());
     } catch (const std::exception& e) {
-      close(listener);
       fail("rank " + std::to_string(next) + " did not join at " + where + " within " +
            std::to_string(static_cast<long>(wait_s)) + " s: " + first_line(e.what()));
     }
     next_ = {next, "?", next_address};
     prev_ = {mod(rank_ - 1), "?", "?"};
     next_fd_ = connect_to(next_address, next, timeout);
-    prev_fd_ = accept_from(listener, prev_.rank, timeout);
-    close(listener);
+    prev_fd_ = accept_from(listener.get(), prev_.rank, timeout);
     store_ = store;  // kept until the end: rank 0's server must outlive the others' set-up
   }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-  int listen_on(const std::string& ip) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  Socket listen_on(const std::string& ip) {
+    Socket sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int fd = sock.get();
     if (fd < 0) fail("socket: " + errno_text(errno));
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -266,16 +307,13 @@ class TcpCommunicator final : public Communicator {
     a.sin_addr.s_addr = htonl(INADDR_ANY);  // `ip` is what the others dial; any interface answers
     socklen_t len = sizeof a;
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 4) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      const int e = errno;
-      close(fd);
-      fail("cannot listen on " + ip + ": " + errno_text(e));
-    }
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      fail("cannot listen on " + ip + ": " + errno_text(errno));
     listen_address_ = ip + ":" + std::to_string(ntohs(a.sin_port));
-    return fd;
+    return sock;
   }
 
-  int connect_to(const std::string& address, int peer, std::chrono::milliseconds timeout) {
+  Socket connect_to(const std::string& address, int peer, std::chrono::milliseconds timeout) {
     const size_t colon = address.rfind(':');
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -284,36 +322,35 @@ class TcpCommunicator final : public Communicator {
       fail("rank " + std::to_string(peer) + " published a malformed address '" + address + "'");
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
-      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-        tune(fd);
+      Socket sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (sock.get() < 0) fail("socket: " + errno_text(errno));
+      const int e = connect_within(sock.get(), a, 10000);
+      if (e == 0) {
+        tune(sock.get());
         const uint32_t hello[2] = {kHello, static_cast<uint32_t>(rank_)};
-        send_all(fd, hello, sizeof hello, peer);
-        return fd;
+        send_all(sock.get(), hello, sizeof hello, peer);
+        return sock;
       }
-      const int e = errno;
-      if (fd >= 0) close(fd);
       if (std::chrono::steady_clock::now() > deadline)
         fail("cannot connect to rank " + std::to_string(peer) + " at " + address + ": " + errno_text(e));
       usleep(100 * 1000);
     }
   }
 
-  int accept_from(int listener, int peer, std::chrono::milliseconds timeout) {
+  Socket accept_from(int listener, int peer, std::chrono::milliseconds timeout) {
     pollfd p{listener, POLLIN, 0};
     const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
     if (ready <= 0) fail("rank " + std::to_string(peer) + " did not connect within the collective timeout");
-    const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) fail("accept: " + errno_text(errno));
-    tune(fd);
+    Socket sock(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    if (sock.get() < 0) fail("accept: " + errno_text(errno));
+    tune(sock.get());
     uint32_t hello[2] = {0, 0};
-    recv_all(fd, hello, sizeof hello, peer);
+    recv_all(sock.get(), hello, sizeof hello, peer);
     if (hello[0] != kHello || static_cast<int>(hello[1]) != peer) {
-      close(fd);
       fail("a connection that is not rank " + std::to_string(peer) + "'s arrived at " + listen_address_ +
            " (another job on this port?)");
     }
-    return fd;
+    return sock;
   }
 
   // Every rank's host (over the ring, now that it stands): local ranks are the ranks on this
@@ -342,7 +379,7 @@ class TcpCommunicator final : public Communicator {
 
   // Sends `out` to the next rank while receiving `in` from the previous one.
   void exchange(const void* out, size_t out_n, void* in, size_t in_n) {
-    transfer(next_fd_, out, out_n, prev_fd_, in, in_n, next_.rank, prev_.rank);
+    transfer(next_fd_.get(), out, out_n, prev_fd_.get(), in, in_n, next_.rank, prev_.rank);
   }
 
   // Both directions at once (a ring where every rank first sent would stall once the socket
@@ -423,7 +460,7 @@ class TcpCommunicator final : public Communicator {
   int local_rank_ = 0, local_size_ = 1;
   std::string listen_address_;
   Peer next_, prev_;
-  int next_fd_ = -1, prev_fd_ = -1;
+  Socket next_fd_, prev_fd_;  // members: closed even when the constructor throws
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 

@@ -175,6 +175,10 @@ int launch_main(int argc, char** argv) {
     req.rank_command = {self_path(), "train", "--system", std::filesystem::absolute(cfg.file).string()};
     for (const auto& o : own_overrides) req.rank_command.insert(req.rank_command.end(), {"--set", o});
     req.rank_command.insert(req.rank_command.end(), train_args.begin(), train_args.end());
+    static const std::regex digits(R"(\d{1,18})");
+    for (size_t i = 0; req.runs > 1 && i + 1 < train_args.size(); ++i)
+      if (train_args[i] == "--seed" && !std::regex_match(train_args[i + 1], digits))
+        throw config::ConfigError("--seed " + train_args[i + 1] + ": --runs counts seeds up from a whole number");
 
     const std::string& plugin = cfg.launch.nccl_net_plugin_dir;
     if (!dry_run && scheduler == "mpirun" && !plugin.empty() && !has_nccl_net_plugin(plugin))
@@ -186,7 +190,7 @@ int launch_main(int argc, char** argv) {
       const char* ld = std::getenv("LD_LIBRARY_PATH");
       const auto rank_env = rank_environment(cfg, ld ? ld : "");
       if (dry_run) {  // as a shell line: the rank environment, then torchrun
-        for (const auto& [k, v] : rank_env) std::printf("%s ", shell_quoted(k + "=" + v).c_str());
+        for (const auto& [k, v] : rank_env) std::printf("%s=%s ", k.c_str(), shell_quoted(v).c_str());
         for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
         std::printf("\n");
         return 0;

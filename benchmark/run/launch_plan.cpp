@@ -227,10 +227,11 @@ void write_runs(std::ostringstream& s, const std::string& srun, const LaunchRequ
   }
   s << "# " << req.runs << " runs one after another in this allocation: run i gets seed seed0 + i"
     << (out.empty() ? "" : " and the folder " + out + "/run_<i>") << ".\n"
-    << "seed0=" << (seed.empty() ? "$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')" : shell_quoted(seed)) << "\n"
+    << "seed0=" << (seed.empty() ? "$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')" : "$((10#" + seed + "))") << "\n"
     << "status=0\n"
     << "for ((i = 0; i < " << req.runs << "; i++)); do\n"
     << "  echo \"run $((i + 1)) of " << req.runs << ": seed $((seed0 + i))\"\n"
+    << "  rc=0\n"
     << "  " << srun;
   for (size_t i = 0; i < req.rank_command.size(); ++i) {
     const std::string& a = req.rank_command[i];
@@ -242,7 +243,12 @@ void write_runs(std::ostringstream& s, const std::string& srun, const LaunchRequ
   }
   s << " --seed \"$((seed0 + i))\"";
   if (!out.empty()) s << " --out " << shell_quoted(out) << "\"/run_$i\"";
-  s << " || { rc=$?; ((status == 0)) && status=$rc; }\n"
+  s << " || rc=$?\n";
+  // Each run's own exit status beside its folder (the job's is the first failing run's).
+  if (!out.empty())
+    s << "  mkdir -p " << shell_quoted(out) << "\"/run_$i\" && echo \"$rc\" > " << shell_quoted(out)
+      << "\"/run_$i/exit_status\"\n";
+  s << "  ((status == 0)) && status=$rc\n"
     << "done\n"
     << "exit $status\n";
 }

@@ -181,6 +181,19 @@ std::string ranks_disagree(comm::Communicator& comm, const SystemConfig& cfg) {
          " (every rank must run the same binary with the same system file and --set arguments)";
 }
 
+// Where every rank runs, on rank 0's console: "rank 1: host b (local rank 0 of 1)", what decides
+// each rank's device and which ranks clear their node's page cache.
+void log_placement(comm::Communicator& comm) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const auto all = comm.allgather_bytes(std::string(host) + " (local rank " + std::to_string(comm.local_rank()) +
+                                        " of " + std::to_string(comm.local_size()) + ")");
+  if (!comm.is_main()) return;
+  std::string text = comm.backend() + " communicator, " + std::to_string(comm.world_size()) + " ranks:";
+  for (size_t r = 0; r < all.size(); ++r) text += (r ? "; " : " ") + std::to_string(r) + " on " + all[r];
+  logging::info(text);
+}
+
 // The ranks start from rank 0's weights, whatever each rank's initializer or weight file did.
 void broadcast_weights(MaskRcnnModel& model, comm::Communicator& comm) {
   at::NoGradGuard no_grad;
@@ -221,10 +234,12 @@ int train_main(int argc, char** argv) {
   }
   const SystemConfig& cfg = in.config;
   std::unique_ptr<comm::Communicator> comm;
-  try {  // the ranks meet here: a malformed rank environment or an unreachable store ends it
+  try {  // the ranks meet here: a malformed rank environment (2) or ranks that cannot meet (1) end it
     comm = make_communicator(cfg);
-  } catch (const std::exception& e) {
+  } catch (const comm::CommunicatorConfigError& e) {
     return report_error("train", e, 2);
+  } catch (const std::exception& e) {
+    return report_error("train", e, 1);
   }
   logging::setup_console({.rank = comm->rank(), .world_size = comm->world_size(), .level = in.level});
   if (comm->world_size() != cfg.launch.world_size()) {
@@ -237,6 +252,7 @@ int train_main(int argc, char** argv) {
       if (comm->is_main()) logging::error(problem);
       return 2;
     }
+  if (comm->world_size() > 1) log_placement(*comm);
   StopSignals stop_signals;  // SIGTERM/SIGINT: stop at the next safe point
   apply_launch_settings(cfg, comm->local_rank());
 

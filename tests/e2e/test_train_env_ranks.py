@@ -13,6 +13,7 @@
 3. Rank 1 stopped (SIGSTOP, a hung host): rank 0's collective fails after the collective timeout
    (5 s without a byte) within 30 s, with a message naming rank 1, and closes its log as in 2.
 """
+import json
 import os
 import pathlib
 import shutil
@@ -109,7 +110,8 @@ def main():
         a = (tmp / "torchrun" / "latest").resolve()
         losses, accuracies = env.step_losses(a), env.eval_accuracies(a)
         assert len(losses) == 12 and sorted(accuracies) == [1], (len(losses), accuracies)
-        assert "communicator" in (a / "fingerprint.json").read_text()
+        ranks = json.loads((a / "fingerprint.json").read_text())["ranks"]
+        assert ranks["communicator_resolved"] == "tcp" and ranks["world_size"] == 2, ranks
 
         procs = start_by_hand(data, tmp / "hand", *fixed, port=free_port())
         outs = [p.communicate(timeout=900)[0] for p in procs]

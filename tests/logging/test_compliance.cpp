@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "logging/arguments.h"
 #include "logging/check_command.h"
 
 namespace mrcnn::logging {
@@ -228,7 +229,12 @@ int run_check(std::vector<std::string> args) {
   args.insert(args.begin(), "check");
   for (auto& a : args) argv.push_back(a.data());
   testing::internal::CaptureStdout();
-  const int rc = check_main(static_cast<int>(argv.size()), argv.data());
+  int rc = 0;
+  try {
+    rc = check_main(static_cast<int>(argv.size()), argv.data());
+  } catch (const cli::UsageError&) {  // a bad command line: exit 2, as main.cpp turns it
+    rc = 2;
+  }
   testing::internal::GetCapturedStdout();
   return rc;
 }

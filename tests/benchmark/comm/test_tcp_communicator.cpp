@@ -93,16 +93,25 @@ TEST(RankEnvironment, ReadsTorchrunSrunAndHandSetVariables) {
   EXPECT_FALSE(h->local_rank);
   EXPECT_FALSE(h->agent_store);
 
-  // srun: the step's variables; the store at the launch node, on a port from the job id.
-  auto s = read_rank_environment(lookup({{"SLURM_PROCID", "5"}, {"SLURM_STEP_NUM_TASKS", "16"},
-                                         {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "123456"},
-                                         {"SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3"}}));
+  // srun: the step's variables; the store at MASTER_ADDR, on a port from the job id.
+  const Env srun{{"SLURM_PROCID", "5"},    {"SLURM_STEP_NUM_TASKS", "16"}, {"SLURM_LOCALID", "1"},
+                 {"SLURM_JOB_ID", "123456"}, {"MASTER_ADDR", "node1"}};
+  auto s = read_rank_environment(lookup(srun));
   ASSERT_TRUE(s);
   EXPECT_EQ(s->launcher, "srun");
   EXPECT_EQ(s->rank, 5);
   EXPECT_EQ(s->world_size, 16);
-  EXPECT_EQ(s->master_addr, "10.1.2.3");
+  EXPECT_EQ(s->master_addr, "node1");
   EXPECT_EQ(s->master_port, 20000 + 123456 % 20000);
+  // Without MASTER_ADDR: how to set it in a Slurm job.
+  Env no_addr = srun;
+  no_addr.erase("MASTER_ADDR");
+  try {
+    read_rank_environment(lookup(no_addr));
+    ADD_FAILURE() << "no error";
+  } catch (const CommunicatorConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("export MASTER_ADDR=\"$(scontrol show hostnames"));
+  }
   // A batch script's own shell (SLURM_PROCID without a step's task count) is no rank.
   EXPECT_FALSE(read_rank_environment(lookup({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}})));
   EXPECT_FALSE(read_rank_environment(lookup({})));
@@ -197,10 +206,10 @@ TEST(TcpCommunicator, APeerThatEndsIsNamedByTheNextCollective) {
   const int port = free_port();
   std::string error;
   std::thread quitter([&] {
-    auto c = make_communicator("tcp", {}, lookup(torchrun_env(1, 2, port)));
+    auto c = make_communicator("tcp", {.collective_timeout_s = 30}, lookup(torchrun_env(1, 2, port)));
     c->barrier();
-  });  // rank 1 leaves after the barrier: its sockets close
-  auto c = make_communicator("tcp", {}, lookup(torchrun_env(0, 2, port)));
+  });  // rank 1 leaves after the barrier: its sockets close (a timeout, not a hang, if unnoticed)
+  auto c = make_communicator("tcp", {.collective_timeout_s = 30}, lookup(torchrun_env(0, 2, port)));
   c->barrier();
   quitter.join();
   std::vector<at::Tensor> ts{at::ones({1000})};

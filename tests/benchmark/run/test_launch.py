@@ -130,17 +130,23 @@ def check_ranks_without_mpi(p3dn):
     p = launch(cpu, "--dry-run", "--scheduler", "torchrun", "--set", "launch.ranks_per_node=2",
                "--set", "launch.threads_per_rank=1", "--set", 'launch.communicator="tcp"')
     assert p.returncode == 0 and "--numa-binding" not in p.stdout, p.stdout + p.stderr  # CPU ranks: no GPU to follow
+    # The printed line runs as printed: an environment value with a space stays an assignment.
+    p = launch(cpu, "--dry-run", "--scheduler", "torchrun", "--set", 'launch.env={"MRCNN_NOTE": "a b"}')
+    assert p.returncode == 0 and p.stdout.startswith("MRCNN_NOTE='a b' "), p.stdout + p.stderr
     print("torchrun: --standalone on one node, a c10d rendezvous on two, NUMA binding on GPUs, the rank environment")
 
     # The batch script with srun --mpi=none and 3 runs, run with stand-ins for srun and scontrol.
     with env.scratch_dir("launch-runs") as tmp:
         tmp = pathlib.Path(tmp)
+        runs_out = tmp / "runs"
         p = launch(p3dn, "--dry-run", "--scheduler", "slurm", "--nodes", "2", "--srun-mpi", "none", "--runs", "3",
-                   "--", "--seed", "10", "--out", "/shared/runs")
+                   "--", "--seed", "010", "--out", str(runs_out))
         assert p.returncode == 0, p.stderr
         script = tmp / "job.sbatch"
         script.write_text(p.stdout)
-        for tool, body in (("srun", 'echo "$MASTER_ADDR $MASTER_PORT $*" >> "$CALLS"\n'),
+        # srun's stand-in records its arguments; the second run fails with status 3.
+        for tool, body in (("srun", 'echo "$MASTER_ADDR $MASTER_PORT $*" >> "$CALLS"\n'
+                                    '[ "$(wc -l < "$CALLS")" -eq 2 ] && exit 3\nexit 0\n'),
                            ("scontrol", '[ "$1 $2 $3" = "show hostnames node[1-2]" ] && printf "node1\\nnode2\\n"\n')):
             (tmp / tool).write_text("#!/bin/sh\n" + body)
             (tmp / tool).chmod(0o755)
@@ -148,16 +154,19 @@ def check_ranks_without_mpi(p3dn):
         r = subprocess.run(["bash", script], capture_output=True, text=True,
                            env=dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}", CALLS=str(calls),
                                     SLURM_JOB_NODELIST="node[1-2]", SLURM_JOB_ID="4242"))
-        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.returncode == 3, r.stdout + r.stderr  # the first failing run's status
+        statuses = [(runs_out / f"run_{i}" / "exit_status").read_text().strip() for i in range(3)]
+        assert statuses == ["0", "3", "0"], statuses
         runs = [shlex.split(line) for line in calls.read_text().splitlines()]
         assert len(runs) == 3, runs
         for i, argv in enumerate(runs):
             assert argv[:2] == ["node1", str(20000 + 4242 % 20000)], argv[:2]
             assert argv[2] == "--mpi=none" and argv.count("--seed") == 1 and argv.count("--out") == 1, argv
             assert argv[argv.index("--seed") + 1] == str(10 + i), argv
-            assert argv[argv.index("--out") + 1] == f"/shared/runs/run_{i}", argv
-        print("slurm --srun-mpi none --runs 3: MASTER_ADDR the allocation's first host; seeds 10, 11, 12 into "
-              "run_0..run_2 (the script run with stand-ins for srun and scontrol)")
+            assert argv[argv.index("--out") + 1] == f"{runs_out}/run_{i}", argv
+        print("slurm --srun-mpi none --runs 3: MASTER_ADDR the allocation's first host; seeds 10, 11, 12 (from "
+              "--seed 010, decimal) into run_0..run_2, each run's exit status kept, the job's the first failing one's "
+              "(the script run with stand-ins for srun and scontrol)")
 
     gaudi = env.SOURCE_DIR / "systems" / "habana-gaudi2-hls.json"
     for system, args, message in (
@@ -165,6 +174,7 @@ def check_ranks_without_mpi(p3dn):
             (gaudi, ["--scheduler", "torchrun"], 'launch.communicator "mpi" needs ranks that MPI starts'),
             (gaudi, ["--scheduler", "slurm", "--srun-mpi", "none"], 'launch.communicator "mpi" needs ranks'),
             (p3dn, ["--scheduler", "slurm", "--runs", "0"], "--runs 0: expected"),
+            (p3dn, ["--scheduler", "slurm", "--runs", "2", "--", "--seed", "x1"], "--runs counts seeds up"),
             (p3dn, ["--runs", "2"], "--runs and --srun-mpi are for --scheduler slurm"),
             (p3dn, ["--scheduler", "slurm", "--srun-mpi", "pmi2"], "--srun-mpi: expected pmix or none"),
             (p3dn, ["--rendezvous", "node1:29400"], "--rendezvous is for --scheduler torchrun"),
