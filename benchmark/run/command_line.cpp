@@ -17,8 +17,19 @@ namespace mrcnn::run {
 
 using config::ConfigError;
 
+namespace {
+
+// Every command's own flags, and the --system and --set that all of them take.
+cli::ArgumentSpec spec_with_system(std::set<std::string> with_value, const std::set<std::string>& switches) {
+  with_value.insert({"--system", "--set"});
+  return {.with_value = std::move(with_value), .switches = switches};
+}
+
+}  // namespace
+
 CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& with_value,
-                         const std::set<std::string>& switches) {
+                         const std::set<std::string>& switches)
+    : args_(argc, argv, spec_with_system(with_value, switches)) {
   // The environment's defaults, which the command line overrides: MRCNN_SYSTEM for --system,
   // MRCNN_DATA_DIR for run.data_dir, MRCNN_OUT for run.output_dir (before any --set, which wins).
   if (const char* s = std::getenv("MRCNN_SYSTEM"); s != nullptr && *s != '\0') system_ = s;
@@ -26,30 +37,12 @@ CommandLine::CommandLine(int argc, char** argv, const std::set<std::string>& wit
     overrides_.push_back("run.data_dir=" + nlohmann::json(std::string(d)).dump());
   if (const char* o = std::getenv("MRCNN_OUT"); o != nullptr && *o != '\0')
     overrides_.push_back("run.output_dir=" + nlohmann::json(std::string(o)).dump());
-  std::set<std::string> options = with_value;
-  options.insert({"--system", "--set"});
-  const cli::Arguments args(argc, argv, {.with_value = options, .switches = switches});
-  system_ = args.value("--system", system_);
-  for (const std::string& o : args.values("--set")) overrides_.push_back(o);
-  for (const std::string& v : with_value)
-    if (args.has(v)) values_[v] = args.values(v);
-  for (const std::string& s : switches)
-    if (args.flag(s)) switches_.insert(s);
-  positional_ = args.positional();
-}
-
-std::string CommandLine::value(const std::string& flag, const std::string& fallback) const {
-  const auto it = values_.find(flag);
-  return it == values_.end() ? fallback : it->second.back();
-}
-
-std::vector<std::string> CommandLine::values(const std::string& flag) const {
-  const auto it = values_.find(flag);
-  return it == values_.end() ? std::vector<std::string>{} : it->second;
+  system_ = args_.value("--system", system_);
+  for (const std::string& o : args_.values("--set")) overrides_.push_back(o);
 }
 
 std::string CommandLine::required(const std::string& flag) const {
-  if (!values_.contains(flag)) throw ConfigError(flag + " is required");
+  if (!args_.has(flag)) throw ConfigError(flag + " is required");
   return value(flag);
 }
 

@@ -5,12 +5,12 @@
 //   cl.value("--weights")  cl.flag("--quiet")  cl.positional()  cl.system_config()
 #pragma once
 
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "benchmark/config/system_config.h"
+#include "logging/arguments.h"
 
 namespace mrcnn::run {
 
@@ -26,15 +26,17 @@ class CommandLine {
   // flag without its value.
   CommandLine(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& switches);
 
-  bool has(const std::string& flag) const { return values_.contains(flag) || switches_.contains(flag); }
+  bool has(const std::string& flag) const { return args_.has(flag); }
   // The flag's value (the last one when it is repeated).
-  std::string value(const std::string& flag, const std::string& fallback = "") const;
+  std::string value(const std::string& flag, const std::string& fallback = "") const {
+    return args_.value(flag, fallback);
+  }
   // Every value of a repeatable flag, in order.
-  std::vector<std::string> values(const std::string& flag) const;
+  std::vector<std::string> values(const std::string& flag) const { return args_.values(flag); }
   // A value that must be given; throws ConfigError "<flag> is required".
   std::string required(const std::string& flag) const;
-  bool flag(const std::string& s) const { return switches_.contains(s); }
-  const std::vector<std::string>& positional() const { return positional_; }
+  bool flag(const std::string& s) const { return args_.flag(s); }
+  const std::vector<std::string>& positional() const { return args_.positional(); }
 
   // Adds an override, e.g. from a shorthand flag (--seed N -> run.seed=N).
   void add_override(std::string assignment) { overrides_.push_back(std::move(assignment)); }
@@ -43,9 +45,7 @@ class CommandLine {
   config::SystemConfig system_config() const;
 
  private:
-  std::map<std::string, std::vector<std::string>> values_;
-  std::set<std::string> switches_;
-  std::vector<std::string> positional_;
+  cli::Arguments args_;
   std::string system_ = kDefaultSystem;
   std::vector<std::string> overrides_;
 };
