@@ -1,0 +1,140 @@
+"""Separate hosts on this machine, for tests: each host a network namespace with its own eth0 (a
+veth pair to one bridge), its own IPv4 address, its own host name (a UTS namespace for every
+process started on it) and an /etc/hosts naming every host (`ip netns exec` mounts
+/etc/netns/<namespace>/hosts over /etc/hosts). The bridge, in this machine's own namespace,
+has the first address, so processes here (mpirun, a test) reach every host.
+
+    with NetnsCluster(2) as c:
+        p = c.popen(1, ["mlperf-maskrcnn", "train", ...], env=...)   # runs on host1
+        c.cut_link(1)                                                 # host1's cable pulled
+        c.shape(1, "1gbit")                                           # host1's link at 1 Gbit/s
+
+Links can be cut and shaped with tbf (rate); netem (loss, delay) needs the kernel's sch_netem,
+which `netem_reason()` says is absent where it is. Needs root and iproute2: `missing_reason()`.
+By hand: python3 tests/e2e/netns_cluster.py N starts N hosts and waits (Ctrl-C removes them).
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+
+def _ip(*args, check=True):
+    p = subprocess.run(["ip", *map(str, args)], capture_output=True, text=True, timeout=30)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(map(str, args))}: {p.stderr.strip()}")
+    return p
+
+
+def missing_reason():
+    """Why no hosts can be made here, or None."""
+    if shutil.which("ip") is None or shutil.which("unshare") is None:
+        return "iproute2 or util-linux (ip, unshare) not installed"
+    if os.geteuid() != 0:
+        return "network namespaces need root (CI runs as root)"
+    probe = f"mrcnn-probe-{os.getpid()}"
+    p = _ip("netns", "add", probe, check=False)
+    if p.returncode != 0:
+        return f"the kernel refuses network namespaces here: {p.stderr.strip()}"
+    _ip("netns", "del", probe, check=False)
+    return None
+
+
+class NetnsCluster:
+    def __init__(self, hosts, subnet=None):
+        self.n = hosts
+        tag = os.getpid() % 100000
+        self.subnet = subnet if subnet is not None else 64 + os.getpid() % 100  # 10.<subnet>.0.0/24
+        self.bridge = f"mrb{tag}"
+        self.namespaces = [f"mrcnn-{tag}-h{k}" for k in range(hosts)]
+        self.names = [f"host{k}" for k in range(hosts)]
+        self.addresses = [f"10.{self.subnet}.0.{10 + k}" for k in range(hosts)]
+        self.bridge_address = f"10.{self.subnet}.0.1"
+        self._veths = [f"mrv{tag}h{k}" for k in range(hosts)]  # the bridge's ends (15 characters at most)
+
+    def __enter__(self):
+        try:
+            _ip("link", "add", self.bridge, "type", "bridge")
+            _ip("addr", "add", f"{self.bridge_address}/24", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+            hosts = "127.0.0.1 localhost\n" + "".join(f"{a} {n}\n" for a, n in zip(self.addresses, self.names))
+            for ns, veth, address in zip(self.namespaces, self._veths, self.addresses):
+                _ip("netns", "add", ns)
+                etc = pathlib.Path("/etc/netns") / ns
+                etc.mkdir(parents=True, exist_ok=True)
+                (etc / "hosts").write_text(hosts)
+                _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+                _ip("link", "set", veth, "master", self.bridge, "up")
+                _ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+                _ip("-n", ns, "link", "set", "eth0", "up")
+                _ip("-n", ns, "link", "set", "lo", "up")
+            return self
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc):
+        for ns in self.namespaces:
+            # Whatever still runs on a host goes with it.
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except (ProcessLookupError, ValueError):
+                    pass
+            _ip("netns", "del", ns, check=False)
+            shutil.rmtree(pathlib.Path("/etc/netns") / ns, ignore_errors=True)
+        _ip("link", "del", self.bridge, check=False)
+        return False
+
+    def command(self, k, argv):
+        """argv run on host k: in its network namespace, with its own host name."""
+        return ["ip", "netns", "exec", self.namespaces[k], "unshare", "--uts", "sh", "-c",
+                'hostname "$0" && exec "$@"', self.names[k], *map(str, argv)]
+
+    def popen(self, k, argv, **kw):
+        return subprocess.Popen(self.command(k, argv), **kw)
+
+    def run(self, k, argv, **kw):
+        return subprocess.run(self.command(k, argv), **kw)
+
+    def cut_link(self, k):
+        """Host k's cable pulled: its bridge port down (nothing is sent or received, no reset)."""
+        _ip("link", "set", self._veths[k], "down")
+
+    def restore_link(self, k):
+        _ip("link", "set", self._veths[k], "up")
+
+    def shape(self, k, rate):
+        """Host k's outgoing traffic at `rate` ("1gbit"), by a token bucket on its eth0."""
+        burst = "256kb"
+        p = subprocess.run(["ip", "netns", "exec", self.namespaces[k], "tc", "qdisc", "replace", "dev", "eth0",
+                            "root", "tbf", "rate", rate, "burst", burst, "latency", "100ms"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"tc tbf on {self.names[k]}: {p.stderr.strip()}")
+
+    def netem_reason(self):
+        """Why loss and delay (tc netem) cannot be set here, or None."""
+        p = subprocess.run(["ip", "netns", "exec", self.namespaces[0], "tc", "qdisc", "add", "dev", "lo", "root",
+                            "netem", "delay", "1ms"], capture_output=True, text=True)
+        if p.returncode != 0:
+            return f"tc netem: {p.stderr.strip()} (the kernel has no sch_netem)"
+        subprocess.run(["ip", "netns", "exec", self.namespaces[0], "tc", "qdisc", "del", "dev", "lo", "root"])
+        return None
+
+
+if __name__ == "__main__":
+    reason = missing_reason()
+    if reason:
+        sys.exit(f"cannot start hosts: {reason}")
+    with NetnsCluster(int(sys.argv[1]) if len(sys.argv) > 1 else 2) as c:
+        for ns, name, address in zip(c.namespaces, c.names, c.addresses):
+            print(f"{name}: {address} (ip netns exec {ns} ...)")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,235 @@
+"""Separate hosts: training across network namespaces (netns_cluster.py), each host with its own
+address on a bridge, its own host name and /etc/hosts.
+
+1. Two hosts x 1 rank on the TCP communicator (RANK/WORLD_SIZE/MASTER_ADDR set on each host, the
+   store at host0's address): the losses and accuracies of 2 ranks on one host, bit for bit;
+   rank 0's console names both hosts, each rank local rank 0 of 1 on its own (so each picks its
+   node's first device and clears its node's page cache).
+2. mpirun across the hosts: a hostfile of their names, mpirun's launch agent entering each host
+   (where ssh would log in), TCP on their eth0: MPI sees two nodes, and the losses are the same.
+3. Faults, each ending the job within the collective timeout + 30 s with a message naming the
+   host, rank 0 closing its log (run_stop aborted) and keeping its checkpoints:
+   - host1's link cut in the middle of training (its bridge port down: no reset, only silence);
+     `--resume` from the last checkpoint on the two hosts then continues the uninterrupted run's
+     losses bit for bit;
+   - host0's processes killed (SIGKILL): rank 1 on host1 names rank 0 and host0.
+   Loss and delay (tc netem) are skipped with the reason where the kernel has no sch_netem.
+4. The gradient all-reduce (176.5 MB of float32, buckets of 25 MB, allreduce_probe) on 2 and 4
+   hosts whose links are shaped to 1 Gbit/s (tc tbf): measured against the ring model
+   2(p-1)/p x bytes / rate (benchmark/README.md).
+Skipped (exit 77) where namespaces cannot be made (not root, no iproute2).
+"""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import mrcnn_testenv as env
+import netns_cluster
+
+SYSTEM = env.SOURCE_DIR / "systems" / "cpu-dev.json"
+SKIP = 77
+ONE_THREAD = ["--set", "launch.threads_per_rank=1", "--set", "data.loader_threads=1", "--set", "run.eval_threads=1"]
+
+
+def run_args(data, out, *extra):
+    return [str(env.mlperf_maskrcnn()), "train", "--system", str(SYSTEM), "--quiet", "--no-progress",
+            "--set", f'run.data_dir="{data}"', "--out", str(out), "--set", "launch.ranks_per_node=1",
+            "--set", "launch.nodes=2", "--set", 'system.number_of_nodes="2"', "--set", 'launch.communicator="tcp"',
+            *ONE_THREAD, *extra]
+
+
+def rank_env(rank, world, master):
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_", "TORCHELASTIC_", "MRCNN_"))
+         and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    e.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR=master, MASTER_PORT="29511")
+    return e
+
+
+def start(cluster, argv, world=2):
+    """One rank per host, rank k on host k."""
+    return [cluster.popen(k, argv, env=rank_env(k, world, cluster.addresses[0]), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) for k in range(world)]
+
+
+def finish(procs, timeout=900):
+    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    return [p.returncode for p in procs], outs
+
+
+def wait_for(path_glob, root, what, procs, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = sorted(pathlib.Path(root).glob(path_glob))
+        if found:
+            return found
+        assert all(p.poll() is None for p in procs), f"a rank ended before {what}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {what} after {timeout} s")
+
+
+def main():
+    reason = netns_cluster.missing_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        return SKIP
+    with env.scratch_dir("e2e-hosts") as tmp:
+        tmp = pathlib.Path(tmp)
+        os.chmod(tmp, 0o755)
+        data = env.synth_dataset(tmp / "data", "--train", "32", "--val", "8", "--seed", "6")
+        fixed = ["--set", "run.max_epochs=3", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
+                 "--seed", "9"]
+
+        # The reference: two ranks on this one host.
+        one_host = [subprocess.Popen(run_args(data, tmp / "one-host", *fixed), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env=rank_env(r, 2, "127.0.0.1")) for r in range(2)]
+        codes, outs = finish(one_host)
+        assert codes == [3, 3], "\n".join(o[-2000:] for o in outs)
+        ref = (tmp / "one-host" / "latest").resolve()
+        ref_losses, ref_acc = env.step_losses(ref), env.eval_accuracies(ref)
+        assert len(ref_losses) == 12, len(ref_losses)
+
+        with netns_cluster.NetnsCluster(4) as cluster:
+            # 1. Two hosts, one rank each, on the TCP communicator.
+            codes, outs = finish(start(cluster, run_args(data, tmp / "two-hosts", *fixed)))
+            assert codes == [3, 3], "\n".join(o[-2000:] for o in outs)
+            two = (tmp / "two-hosts" / "latest").resolve()
+            assert env.step_losses(two) == ref_losses and env.eval_accuracies(two) == ref_acc, \
+                "two hosts and one host differ"
+            placement = next(l for l in outs[0].splitlines() if "tcp communicator, 2 ranks" in l)
+            assert "0 on host0 (local rank 0 of 1)" in placement and "1 on host1 (local rank 0 of 1)" in placement, \
+                placement
+            print(f"2 hosts x 1 rank (tcp): {len(ref_losses)} losses and accuracies = one host's, bit for bit; "
+                  f"{placement.split('] ')[-1]}")
+
+            check_mpirun(cluster, data, tmp, fixed, ref_losses)
+            check_link_cut(cluster, data, tmp)
+            check_host_killed(cluster, data, tmp)
+            reason = cluster.netem_reason()
+            print(f"20 % loss and 100 ms delay: skipped here: {reason}" if reason else "netem available (not run)")
+            measure_allreduce(cluster)
+    return 0
+
+
+def check_mpirun(cluster, data, tmp, fixed, ref_losses):
+    if shutil.which("mpirun") is None or "local, mpi" not in env.run([env.mlperf_maskrcnn(), "train", "--help"]).stdout:
+        print("mpirun part skipped: no mpirun or no MPI communicator in this build")
+        return
+    agent = tmp / "enter_host.sh"
+    lines = [f'  {name}) ns={ns};;' for name, ns in zip(cluster.names, cluster.namespaces)]
+    agent.write_text("#!/bin/sh\n# ssh's place for mpirun: run the command on the named host (its namespace).\n"
+                     "while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n"
+                     "host=$1; shift\ncase \"$host\" in\n" + "\n".join(lines) + "\n  *) echo \"no host $host\" >&2; exit 255;;\nesac\n"
+                     "exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\" && exec sh -c \"$*\"' \"$host\" \"$*\"\n")
+    agent.chmod(0o755)
+    hostfile = tmp / "hosts"
+    hostfile.write_text("host0 slots=1\nhost1 slots=1\n")
+    subnet = f"10.{cluster.subnet}.0.0/24"
+    cmd = ["mpirun", "-np", "2", "--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
+           "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet,
+           "--bind-to", "none", *run_args(data, tmp / "mpirun", *fixed, "--set", 'launch.communicator="mpi"')]
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    p = env.run(cmd, env=e, timeout=900)
+    assert p.returncode == 3, p.stdout[-3000:] + p.stderr[-3000:]
+    run = (tmp / "mpirun" / "latest").resolve()
+    assert env.step_losses(run) == ref_losses, "mpirun across hosts differs from the tcp runs"
+    placement = next(l for l in (p.stdout + p.stderr).splitlines() if "mpi communicator, 2 ranks" in l)
+    assert "0 on host0 (local rank 0 of 1)" in placement and "1 on host1 (local rank 0 of 1)" in placement, placement
+    print(f"mpirun across 2 hosts (launch agent entering each host): the same losses; {placement.split('] ')[-1]}")
+
+
+def check_link_cut(cluster, data, tmp):
+    """host1's cable pulled after epoch 1's checkpoint; then --resume on both hosts."""
+    fixed = ["--set", "run.max_epochs=3", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
+             "--set", "run.checkpoint_every_epoch=true", "--set", "launch.collective_timeout_s=5", "--seed", "12"]
+    codes, outs = finish(start(cluster, run_args(data, tmp / "whole", *fixed)))
+    assert codes == [3, 3], "\n".join(o[-2000:] for o in outs)
+    whole = env.step_losses((tmp / "whole" / "latest").resolve())
+
+    procs = start(cluster, run_args(data, tmp / "cut", *fixed))
+    wait_for("*/checkpoints/epoch_1.safetensors", tmp / "cut", "epoch 1 checkpoint", procs)
+    cluster.cut_link(1)
+    cut = time.monotonic()
+    try:
+        out0 = procs[0].communicate(timeout=120)[0]
+        took = time.monotonic() - cut
+    finally:
+        cluster.restore_link(1)
+    codes, outs = finish(procs[1:], timeout=120)
+    assert procs[0].returncode == 1, out0[-3000:]
+    assert took < 5 + 30, f"rank 0 took {took:.1f} s after the cut"
+    line = next((l for l in out0.splitlines() if "[error]" in l), "")
+    assert "host1" in line and "rank 1" in line, out0[-3000:]
+    run = next((tmp / "cut").glob("*/mlperf_log.txt")).parent
+    stops = [r for r in env.mllog_records(run / "mlperf_log.txt") if r["key"] == "run_stop"]
+    assert len(stops) == 1 and stops[0]["metadata"]["status"] == "aborted", stops
+    checkpoints = sorted((run / "checkpoints").glob("epoch_*.safetensors"))
+    assert checkpoints, "no checkpoint kept"
+    print(f"host1's link cut: rank 0 ended in {took:.1f} s (timeout 5 s): {line.split('] ')[-1]}; "
+          f"log closed (run_stop aborted), checkpoints kept: {[c.name for c in checkpoints]}")
+
+    # Both hosts resume from the last checkpoint: the rest of the uninterrupted run, bit for bit.
+    resumed = start(cluster, run_args(data, tmp / "resumed", *fixed, "--resume", checkpoints[-1]))
+    codes, outs = finish(resumed)
+    assert codes == [3, 3], "\n".join(o[-2000:] for o in outs)
+    later = env.step_losses((tmp / "resumed" / "latest").resolve())
+    assert later and later == [s for s in whole if s[0] >= later[0][0]], "resumed losses differ"
+    print(f"--resume from {checkpoints[-1].name} on both hosts: {len(later)} steps = the uninterrupted run's")
+
+
+def check_host_killed(cluster, data, tmp):
+    """Every process of host0 (rank 0's host) killed: rank 1 on host1 must end and name it."""
+    fixed = ["--set", "run.max_epochs=50", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
+             "--set", "launch.collective_timeout_s=5", "--seed", "13"]
+    procs = start(cluster, run_args(data, tmp / "killed", *fixed))
+    metrics = wait_for("*/metrics.jsonl", tmp / "killed", "metrics", procs)[0]
+    deadline = time.time() + 300
+    while metrics.read_text().count('"step"') < 3 and time.time() < deadline:
+        time.sleep(0.2)
+    pids = subprocess.run(["ip", "netns", "pids", cluster.namespaces[0]], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        os.kill(int(pid), signal.SIGKILL)
+    killed = time.monotonic()
+    out1 = procs[1].communicate(timeout=120)[0]
+    took = time.monotonic() - killed
+    procs[0].communicate()
+    assert procs[1].returncode == 1 and took < 5 + 30, (procs[1].returncode, took, out1[-2000:])
+    line = next((l for l in out1.splitlines() if "[error]" in l), "")
+    assert "rank 0 (host0" in line, out1[-3000:]
+    print(f"host0 killed: rank 1 on host1 ended in {took:.1f} s: {line.split('] ')[-1]}")
+
+
+def measure_allreduce(cluster):
+    probe = env.BUILD_DIR / "benchmark" / "perf" / "allreduce_probe"
+    if not probe.exists():
+        print("all-reduce measurement skipped: allreduce_probe not built (MRCNN_BUILD_BENCHMARKS=OFF)")
+        return
+    rate_gbit = 1.0
+    for k in range(cluster.n):
+        cluster.shape(k, f"{rate_gbit:g}gbit")
+    rows = []
+    for hosts in (2, 4):
+        procs = [cluster.popen(k, [probe, "--communicator", "tcp", "--iterations", "3", "--timeout", "120"],
+                               env=rank_env(k, hosts, cluster.addresses[0]), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for k in range(hosts)]
+        outs = [p.communicate(timeout=600) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [o[1][-1000:] for o in outs]
+        r = json.loads(outs[0][0].strip().splitlines()[-1])
+        predicted = 2 * (hosts - 1) / hosts * r["bytes"] / (rate_gbit * 1e9 / 8)
+        rows.append((hosts, r["median_s"], predicted))
+        print(f"all-reduce of {r['bytes'] / 1e6:.1f} MB on {hosts} hosts at {rate_gbit:g} Gbit/s: "
+              f"measured {r['median_s']:.2f} s, ring model {predicted:.2f} s, measured/predicted "
+              f"{r['median_s'] / predicted:.2f}, bus bandwidth {r['busbw_GBps'] * 8:.2f} Gbit/s")
+        # The link's rate bounds the ring from below; far above it means the model misses a cost.
+        assert r["median_s"] > 0.9 * predicted, (r, predicted)
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main())
