@@ -274,6 +274,10 @@ int train_main(int argc, char** argv) {
   model::MaskRCNN net = make_network(cfg, device);
   log_weights_initialization(mllog, initialized_tensor_names(cfg.model));
   MaskRcnnModel model(net);
+  int64_t trainable = 0;
+  for (const auto& p : model.trainable_parameters()) trainable += p.tensor.numel();
+  logging::info(logging::strprintf("network: %lld trainable parameters, %.1f MB of float32 gradients per step",
+                                   static_cast<long long>(trainable), static_cast<double>(trainable) * 4 / 1e6));
   train::Trainer trainer(model, trainer_options(cfg, device), *comm);
   if (in.resume) {
     model.load_state_dict(in.resume->model);

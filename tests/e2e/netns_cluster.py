@@ -116,6 +116,10 @@ class NetnsCluster:
         if p.returncode != 0:
             raise RuntimeError(f"tc tbf on {self.names[k]}: {p.stderr.strip()}")
 
+    def unshape(self, k):
+        subprocess.run(["ip", "netns", "exec", self.namespaces[k], "tc", "qdisc", "del", "dev", "eth0", "root"],
+                       capture_output=True)
+
     def netem_reason(self):
         """Why loss and delay (tc netem) cannot be set here, or None."""
         p = subprocess.run(["ip", "netns", "exec", self.namespaces[0], "tc", "qdisc", "add", "dev", "lo", "root",

@@ -1,7 +1,9 @@
-"""A one-node Slurm cluster on this machine, for tests: munged with a fresh key, slurmctld and
-slurmd from Debian's slurm-wlm, a generated slurm.conf (the node as `slurmd -C` sees it, free
-ports, task/affinity for CPU masks, PMIx for MPI), all under one scratch folder and stopped on
-exit. Clients find it through SLURM_CONF (`cluster.env`).
+"""A Slurm cluster on this machine, for tests: munged with a fresh key, slurmctld and slurmd from
+Debian's slurm-wlm, a generated slurm.conf (the node as `slurmd -C` sees it, free ports,
+task/affinity for CPU masks, PMIx for MPI), all under one scratch folder and stopped on exit.
+Clients find it through SLURM_CONF (`cluster.env`). One node by default; given the hosts of a
+netns_cluster.NetnsCluster, one slurmd on each host (NodeName = its host name, NodeAddr = its
+address) and slurmctld on the bridge's address.
 
     with SlurmCluster(folder) as cluster:
         subprocess.run(["sbatch", "--wait", script], env=cluster.env)
@@ -18,6 +20,17 @@ import sys
 import time
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "sinfo", "scontrol")
+
+
+# Every cgroup hierarchy mounted under /sys/fs/cgroup here, mounted again where `ip netns exec`
+# left a bare /sys (v1 controllers by name, or the unified v2 tree).
+MOUNT_CGROUPS = (
+    "mount -t tmpfs cgroup_root /sys/fs/cgroup && "
+    "awk '$2 ~ \"^/sys/fs/cgroup/\" {print $3, $2, $4}' /proc/1/mounts | "
+    "while read type dir opts; do mkdir -p \"$dir\" && "
+    "if [ \"$type\" = cgroup2 ]; then mount -t cgroup2 none \"$dir\"; "
+    "else mount -t cgroup -o \"$(echo \"$opts\" | tr , '\\n' | grep -v -e '^rw$' -e '^relatime$' | paste -sd,)\" "
+    "cgroup \"$dir\"; fi || exit 1; done")
 
 
 def missing_reason():
@@ -38,7 +51,8 @@ def free_port():
 
 
 class SlurmCluster:
-    def __init__(self, folder):
+    def __init__(self, folder, hosts=None):
+        self.hosts = hosts
         self.dir = pathlib.Path(folder)
         self.conf = self.dir / "slurm.conf"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
@@ -52,7 +66,7 @@ class SlurmCluster:
 
     def __enter__(self):
         d = self.dir
-        for sub in ("munge", "state", "spool", "log"):
+        for sub in ("munge", "state", "spool", "log", "tmp"):
             (d / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o755)  # munged wants the socket's folders searchable by everyone
         os.chmod(d / "munge", 0o755)
@@ -63,28 +77,48 @@ class SlurmCluster:
                    f"--log-file={d / 'munge' / 'munged.log'}", f"--seed-file={d / 'munge' / 'seed'}"])
         node = self._run(["slurmd", "-C"]).stdout.splitlines()[0]  # "NodeName=vm CPUs=2 ... RealMemory=N"
         node_name = node.split()[0].split("=", 1)[1]
+        controller = "127.0.0.1"
+        nodes = [f"{node} NodeAddr=127.0.0.1 State=UNKNOWN"]
+        if self.hosts is not None:  # every host a node with this machine's hardware
+            controller = self.hosts.bridge_address
+            hardware = " ".join(node.split()[1:])
+            nodes = [f"NodeName={n} {hardware} NodeAddr={a} State=UNKNOWN"
+                     for n, a in zip(self.hosts.names, self.hosts.addresses)]
+        spool = d / "spool" / ("%n" if self.hosts is not None else "")
         self.conf.write_text("\n".join([
             "ClusterName=mrcnn-test",
-            f"SlurmctldHost={node_name}(127.0.0.1)",
+            f"SlurmctldHost={node_name}({controller})",
             "SlurmUser=root", "SlurmdUser=root",
             f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
             "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
-            f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}",
-            f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.pid'}",
-            f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={d / 'log' / 'slurmd.log'}",
+            f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={spool}",
+            # Each node's own temporary folder (PMIx makes its step folders there; the hosts share /tmp).
+            f"TmpFS={d / 'tmp' / ('%n' if self.hosts is not None else '')}",
+            f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd-%n.pid'}",
+            f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "MpiDefault=none", "ReturnToService=2", "SchedulerType=sched/backfill",
             "KillWait=5", "MessageTimeout=20",
-            f"{node} NodeAddr=127.0.0.1 State=UNKNOWN",
+            *nodes,
             "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO", ""]))
         try:
             self._run(["slurmctld", "-c", "-f", self.conf])
-            self._run(["slurmd", "-f", self.conf])
+            if self.hosts is None:
+                self._run(["slurmd", "-f", self.conf])
+            else:
+                for k, name in enumerate(self.hosts.names):
+                    (d / "spool" / name).mkdir(parents=True, exist_ok=True)
+                    (d / "tmp" / name).mkdir(parents=True, exist_ok=True)
+                    # `ip netns exec` mounts a fresh /sys without the cgroup file systems slurmd needs:
+                    # the hierarchies this machine has, mounted again (the same ones) in the host's view.
+                    self._run(self.hosts.command(k, ["sh", "-c", MOUNT_CGROUPS + ' && exec "$@"', "sh",
+                                                     "slurmd", "-f", self.conf]))
             deadline = time.time() + 60
             while time.time() < deadline:
-                state = self._run(["sinfo", "-h", "-o", "%T"], check=False).stdout.strip()
-                if state == "idle":
+                states = self._run(["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout.split()
+                state = ",".join(states)
+                if states and all(s == "idle" for s in states):
                     return self
                 time.sleep(0.5)
             raise RuntimeError(f"the Slurm node did not come up (state '{state}'): see {d / 'log'}")
@@ -94,7 +128,7 @@ class SlurmCluster:
 
     def __exit__(self, *exc):
         self._run(["scontrol", "shutdown"], check=False)
-        for pid_file in (self.dir / "slurmd.pid", self.dir / "slurmctld.pid", self.munge_pid):
+        for pid_file in (*self.dir.glob("slurmd-*.pid"), self.dir / "slurmctld.pid", self.munge_pid):
             try:
                 pid = int(pid_file.read_text())
             except (OSError, ValueError):
