@@ -134,9 +134,9 @@ def has_mpi():
         "local, mpi" in env.run([env.mlperf_maskrcnn(), "train", "--help"]).stdout
 
 
-def mpirun(cluster, tmp, hosts, argv):
-    """mpirun of argv, one rank on each of the first `hosts` hosts: a hostfile of their names and,
-    in ssh's place, a launch agent that enters the named host; TCP over their eth0."""
+def mpirun_options(cluster, tmp, hosts):
+    """A hostfile of the first `hosts` hosts' names and the mpirun options that reach them: in
+    ssh's place a launch agent that enters the named host, TCP over their eth0."""
     agent = tmp / "enter_host.sh"
     lines = [f'  {name}) ns={ns};;' for name, ns in zip(cluster.names, cluster.namespaces)]
     agent.write_text("#!/bin/sh\n# ssh's place for mpirun: run the command on the named host (its namespace).\n"
@@ -148,24 +148,56 @@ def mpirun(cluster, tmp, hosts, argv):
     hostfile = tmp / f"hosts{hosts}"
     hostfile.write_text("".join(f"{name} slots=1\n" for name in cluster.names[:hosts]))
     subnet = f"10.{cluster.subnet}.0.0/24"
-    cmd = ["mpirun", "-np", str(hosts), "--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
-           "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet,
-           "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", *argv]
-    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return env.run(cmd, env=e, timeout=900)
+    return hostfile, ["--mca", "plm_rsh_agent", str(agent), "--mca", "btl", "self,tcp",
+                      "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet]
+
+
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def mpirun(cluster, tmp, hosts, argv):
+    """mpirun of argv, one rank on each of the first `hosts` hosts."""
+    hostfile, options = mpirun_options(cluster, tmp, hosts)
+    cmd = ["mpirun", "-np", str(hosts), "--hostfile", hostfile, *options, "--bind-to", "none",
+           "-x", "OMP_NUM_THREADS=1", *argv]
+    return env.run(cmd, env=MPI_ENV, timeout=900)
 
 
 def check_mpirun(cluster, data, tmp, fixed, ref_losses):
+    """`launch --nodes 2 --hostfile` across the hosts: what --dry-run prints is what runs, each
+    rank bound on its own host as the plan says."""
     if not has_mpi():
         print("mpirun part skipped: no mpirun or no MPI communicator in this build")
         return
-    p = mpirun(cluster, tmp, 2, run_args(data, tmp / "mpirun", *fixed, "--set", 'launch.communicator="mpi"'))
+    hostfile, options = mpirun_options(cluster, tmp, 2)
+    args = run_args(data, tmp / "mpirun", *fixed, "--set", 'launch.communicator="mpi"')[2:]  # after "train"
+    launch = [env.mlperf_maskrcnn(), "launch", "--system", SYSTEM, "--nodes", "2", "--hostfile", hostfile,
+              "--set", "launch.ranks_per_node=1", "--set", "launch.threads_per_rank=1",
+              "--set", 'launch.communicator="mpi"', "--set", 'launch.cpu_binding="core"',
+              "--set", f"launch.mpirun_args={json.dumps(options)}",
+              # Each host declared as two sockets of one core: its rank is bound to one core (on a
+              # 2-core host the plan's 2 cores would be all of them, which binds nothing).
+              "--set", 'system.host_processors_per_node="2"', "--set", 'system.host_processor_core_count="1"',
+              "--set", 'system.host_processor_vcpu_count="2"']
+    dry = env.run([*launch, "--dry-run", "--", *args[args.index("--quiet"):]])
+    assert dry.returncode == 0, dry.stderr
+    planned = dry.stdout.split()
+    pe = next(a for a in planned if ":PE=" in a).split("PE=")[1]
+    assert planned[:3] == ["mpirun", "-np", "2"] and "--bind-to" in planned, planned[:12]
+    p = env.run([*launch, "--", *args[args.index("--quiet"):]], env=MPI_ENV, timeout=900)
     assert p.returncode == 3, p.stdout[-3000:] + p.stderr[-3000:]
     run = (tmp / "mpirun" / "latest").resolve()
     assert env.step_losses(run) == ref_losses, "mpirun across hosts differs from the tcp runs"
-    placement = next(l for l in (p.stdout + p.stderr).splitlines() if "mpi communicator, 2 ranks" in l)
+    output = p.stdout + p.stderr
+    placement = next(l for l in output.splitlines() if "mpi communicator, 2 ranks" in l)
     assert "0 on host0 (local rank 0 of 1)" in placement and "1 on host1 (local rank 0 of 1)" in placement, placement
-    print(f"mpirun across 2 hosts (launch agent entering each host): the same losses; {placement.split('] ')[-1]}")
+    bindings = [l for l in output.splitlines() if "MCW rank" in l and "bound to" in l]
+    for rank in (0, 1):
+        line = next((l for l in bindings if f"MCW rank {rank} bound" in l), "")
+        assert line.count("core ") == int(pe), (pe, bindings)  # PE cores each, as planned
+        assert "host0" in line if rank == 0 else "host1" in line, bindings
+    print(f"launch --nodes 2 --hostfile (mpirun through a launch agent entering each host): the same losses; "
+          f"each rank bound to the {pe} cores --dry-run planned (--report-bindings); {placement.split('] ')[-1]}")
 
 
 def check_slurm(cluster, data, tmp, fixed, ref_losses):
