@@ -4,6 +4,23 @@
 #include <cstdlib>
 
 namespace mrcnn::comm {
+namespace {
+
+std::mutex& last_words_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::function<void()>& last_words() {
+  static std::function<void()> hook;
+  return hook;
+}
+
+}  // namespace
+
+void set_last_words(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(last_words_mutex());
+  last_words() = std::move(hook);
+}
 
 CollectiveWatchdog::CollectiveWatchdog(int rank, double timeout_s, std::function<std::string()> poll)
     : rank_(rank), timeout_s_(timeout_s), poll_(std::move(poll)) {
@@ -40,6 +57,17 @@ void CollectiveWatchdog::expire(const std::string& message) {
                "(launch.collective_timeout_s = %g)\n",
                rank_, message.c_str(), timeout_s_);
   std::fflush(stderr);
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(last_words_mutex());
+    hook.swap(last_words());  // once
+  }
+  if (hook) {
+    try {
+      hook();
+    } catch (...) {  // the exit below is what matters now
+    }
+  }
   std::_Exit(1);  // the training thread is blocked inside the collective: nothing to unwind
 }
 

@@ -20,6 +20,11 @@
 
 namespace mrcnn::comm {
 
+// What the process does in its last moment when a watchdog ends it: called once, from the
+// watchdog's thread, after the message and before the exit (the training command closes its
+// MLPerf log there with run_stop "aborted"). Empty: nothing. Thread-safe.
+void set_last_words(std::function<void()> hook);
+
 class CollectiveWatchdog {
  public:
   // timeout_s <= 0: nothing is watched and no thread is started.

@@ -148,6 +148,16 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
   if (stop) status = std::string(logging::value::kSuccess);
 }
 
+int64_t TimedRun::log_run_stop(std::string_view status) {
+  std::lock_guard lock(mutex_);
+  if (run_stop_logged_) return 0;
+  run_stop_logged_ = true;
+  target_reached_ = true;  // freeze the log: no score after run_stop
+  return mllog_.log(key::kRunStop, nullptr, Json{{meta::kStatus, status}});
+}
+
+void TimedRun::close_log_aborted() { log_run_stop(logging::value::kAborted); }
+
 RunResult TimedRun::run() {
   result_.run_start_ms = mllog_.log(key::kRunStart);
   if (result_.run_start_ms == 0) result_.run_start_ms = logging::now_ms();
@@ -189,11 +199,7 @@ RunResult TimedRun::run() {
     mllog_.log(key::kEvalSamples, val_->num_images(), val_->sample_metadata());
     train_epochs(target_reached, status);
   } catch (...) {
-    {
-      std::lock_guard lock(mutex_);
-      target_reached_ = true;  // no score may be logged after run_stop
-    }
-    result_.run_stop_ms = mllog_.log(key::kRunStop, nullptr, Json{{meta::kStatus, logging::value::kAborted}});
+    result_.run_stop_ms = log_run_stop(logging::value::kAborted);
     try {
       std::rethrow_exception(std::current_exception());
     } catch (const std::exception& e) {
@@ -207,11 +213,10 @@ RunResult TimedRun::run() {
 
   {
     std::lock_guard lock(mutex_);
-    target_reached_ = true;  // freeze the log: nothing after run_stop
     result_.success = status == logging::value::kSuccess;
     result_.stop_reason = result_.success ? "target reached" : "epoch budget spent";
   }
-  result_.run_stop_ms = mllog_.log(key::kRunStop, nullptr, Json{{meta::kStatus, status}});
+  result_.run_stop_ms = log_run_stop(status);
   if (result_.run_stop_ms == 0) result_.run_stop_ms = logging::now_ms();
   result_.run_seconds = (result_.run_stop_ms - result_.run_start_ms) / 1000.0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

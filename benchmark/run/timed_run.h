@@ -23,6 +23,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "benchmark/comm/communicator.h"
@@ -154,7 +155,13 @@ class TimedRun {
   // each training step and validation batch (StopRequested).
   RunResult run();
 
+  // Logs run_stop "aborted" unless run_stop is logged already; from any thread (a collective
+  // watchdog's, in the process's last moment, while the training thread is blocked).
+  void close_log_aborted();
+
  private:
+  // run_stop with `status`, once: 0 (nothing logged) when it was logged before.
+  int64_t log_run_stop(std::string_view status);
   void log_accuracy(int64_t epoch, std::exception_ptr error, const Accuracy& acc);
   void run_validation(int64_t epoch);
   template <typename Hook>
@@ -175,6 +182,7 @@ class TimedRun {
   std::mutex mutex_;  // guards the fields below, written by the scorer's callback
   RunResult result_;
   bool target_reached_ = false;
+  bool run_stop_logged_ = false;
   std::exception_ptr scoring_error_;
 };
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "benchmark/analysis/sha256.h"
+#include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/run/assemble.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/mask_rcnn_model.h"
@@ -137,6 +138,11 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
     }
   }
   TimedRun timed(mllog, model, trainer, coco_run_parts(cfg, comm, device, in.progress && comm.is_main()), comm, opts);
+  // A collective watchdog that ends this rank (a hung peer, a cut link under MPI) closes the log first.
+  comm::set_last_words([&timed] { timed.close_log_aborted(); });
+  struct Forget {
+    ~Forget() { comm::set_last_words({}); }
+  } forget;
   try {
     const bool success = timed.run().success;
     if (profile) profile->finish();  // the run ended inside the window: what was captured

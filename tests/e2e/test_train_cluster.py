@@ -21,7 +21,8 @@
    (whose weights took those gradients), is held to 10 %.
 4. Rank safety: two ranks started with different configurations are refused at start (exit 2, naming rank
    1); a rank killed mid-run ends the job in under 30 s with a message naming it; a rank stopped
-   mid-run (hung) is noticed by the other's collective timeout and ends the job in under 30 s.
+   mid-run (hung) is noticed by the other's collective timeout and ends the job in under 30 s,
+   rank 0's MLPerf log closed (run_stop aborted) by the watchdog before it ends the rank.
 Parts skip (exit 77 when nothing could run) when mpirun, MPI or the Slurm daemons are missing.
 """
 import json
@@ -257,6 +258,9 @@ def main():
         assert status != 0 and seconds < 30, (status, seconds, output[-2000:])
         line = next((l for l in output.splitlines() if "has waited" in l), None)
         assert line and "[rank 0]" in line and "dead or hung" in line, output[-2000:]
+        # The watchdog ended rank 0 inside the collective, but closed its MLPerf log first.
+        stops = [r for r in env.mllog_records(run_dir(tmp / "hung") / "mlperf_log.txt") if r["key"] == "run_stop"]
+        assert len(stops) == 1 and stops[0]["metadata"]["status"] == "aborted", stops
         print(f"rank 1 hung: the job ended {seconds:.1f} s later (exit {status}): {line.strip()}")
     return 0
 
