@@ -6,9 +6,9 @@
 #                         benchmarks use (test.sh)
 #   1. Debian packages, only the missing ones, via apt-get. Run: compiler tools, ccache, OpenMPI,
 #      nlohmann/json, spdlog, GoogleTest and Google Benchmark (the configure step looks for them),
-#      libjpeg-turbo, libpng, OpenSSL's libcrypto. Test adds Slurm and munge (a one-node Slurm
-#      cluster in the e2e tests; a cluster's own Slurm is never touched by the run profile) and
-#      Chromium (the report page's browser test).
+#      libjpeg-turbo, libpng, OpenSSL's libcrypto. Test adds Slurm and munge (Slurm clusters
+#      in the e2e tests; a cluster's own Slurm is never touched by the run profile), iproute2
+#      (hosts as network namespaces) and Chromium (the report page's browser test).
 #   2. the project-local Python environment .venv/ with the pinned run_scripts/requirements.txt
 #      (torch provides the LibTorch C++ distribution the build links against; mlperf-logging the
 #      official checker), plus requirements-test.txt for the test profile (the reference scorers, TensorBoard).
@@ -60,6 +60,7 @@ debs=(
 if [[ $profile == test ]]; then
   debs+=(
     slurm-wlm munge   # tests/e2e/test_train_cluster.py starts a one-node Slurm cluster
+    iproute2          # tests/e2e/netns_cluster.py: hosts as network namespaces (ip, tc)
     chromium          # tests/report_page.py looks at the report page in a headless browser
   )
 fi
