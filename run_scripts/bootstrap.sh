@@ -60,7 +60,7 @@ debs=(
 if [[ $profile == test ]]; then
   debs+=(
     slurm-wlm munge   # tests/e2e/test_train_cluster.py starts a one-node Slurm cluster
-    iproute2          # tests/e2e/netns_cluster.py: hosts as network namespaces (ip, tc)
+    iproute2          # tests/e2e/netns_cluster.py: hosts as network namespaces, ip and tc
     chromium          # tests/report_page.py looks at the report page in a headless browser
   )
 fi

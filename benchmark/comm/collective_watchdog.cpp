@@ -57,11 +57,10 @@ void CollectiveWatchdog::expire(const std::string& message) {
                "(launch.collective_timeout_s = %g)\n",
                rank_, message.c_str(), timeout_s_);
   std::fflush(stderr);
+  // Held to the end: set_last_words({}) (the hook's owner going away) waits for the exit instead.
+  std::lock_guard<std::mutex> lock(last_words_mutex());
   std::function<void()> hook;
-  {
-    std::lock_guard<std::mutex> lock(last_words_mutex());
-    hook.swap(last_words());  // once
-  }
+  hook.swap(last_words());  // once
   if (hook) {
     try {
       hook();

@@ -2,8 +2,8 @@
 // all_reduce_perf measures NCCL's. Every rank runs it (under mpirun, torchrun, srun or hand-set
 // RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT); rank 0 prints one JSON line per measurement:
 //
-//   {"communicator": "tcp", "ranks": 2, "bytes": 176500000, "bucket_bytes": 26214400,
-//    "seconds": [..], "median_s": 1.43, "algbw_GBps": 0.123, "busbw_GBps": 0.123}
+//   {"communicator": "tcp", "ranks": 2, "bytes": 176500000, "bucket_bytes": 25000000,
+//    "seconds": [..], "median_s": 1.58, "algbw_GBps": 0.112, "busbw_GBps": 0.112}
 //
 // algbw = bytes / time; busbw = algbw x 2(p-1)/p, the bytes every link of a ring carries per
 // second (nccl-tests' convention), so it can be set beside the link's rate.

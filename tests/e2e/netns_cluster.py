@@ -13,12 +13,21 @@ Links can be cut and shaped with tbf (rate); netem (loss, delay) needs the kerne
 which `netem_reason()` says is absent where it is. Needs root and iproute2: `missing_reason()`.
 By hand: python3 tests/e2e/netns_cluster.py N starts N hosts and waits (Ctrl-C removes them).
 """
+import ctypes
+import ipaddress
+import json
 import os
 import pathlib
+import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
+
+# Every cluster's resources, by the pid of the process that made them: a cluster whose process died
+# without cleaning up (killed by a test timeout) is removed by the next one.
+STATE = pathlib.Path("/run/mrcnn-netns")
 
 
 def _ip(*args, check=True):
@@ -26,6 +35,51 @@ def _ip(*args, check=True):
     if check and p.returncode != 0:
         raise RuntimeError(f"ip {' '.join(map(str, args))}: {p.stderr.strip()}")
     return p
+
+
+def _die_with_parent():
+    """preexec_fn: the child is killed when the test process dies (a timeout's SIGKILL included)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _remove(state):
+    for ns in state.get("namespaces", []):
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        _ip("netns", "del", ns, check=False)
+        shutil.rmtree(pathlib.Path("/etc/netns") / ns, ignore_errors=True)
+    if state.get("bridge"):
+        _ip("link", "del", state["bridge"], check=False)
+
+
+def sweep_stale():
+    """Removes the clusters of processes that no longer run."""
+    for f in STATE.glob("*.json") if STATE.is_dir() else []:
+        try:
+            state = json.loads(f.read_text())
+            os.kill(int(state["pid"]), 0)
+            continue  # its owner still runs
+        except ProcessLookupError:
+            pass
+        except (ValueError, KeyError, OSError):
+            pass
+        _remove(state if isinstance(state, dict) else {})
+        f.unlink(missing_ok=True)
+
+
+def _free_subnet():
+    """A /24 of 198.18.0.0/15 (set aside for network tests) that no route of this machine covers."""
+    routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True).stdout.split("\n")
+    taken = [ipaddress.ip_network(r.split()[0], strict=False) for r in routes if r and r.split()[0][0].isdigit()]
+    for _ in range(100):
+        net = ipaddress.ip_network(f"198.{18 + random.randrange(2)}.{random.randrange(256)}.0/24")
+        if not any(net.overlaps(t) for t in taken):
+            return net
+    raise RuntimeError("no free /24 in 198.18.0.0/15 for the test hosts")
 
 
 def missing_reason():
@@ -43,18 +97,25 @@ def missing_reason():
 
 
 class NetnsCluster:
-    def __init__(self, hosts, subnet=None):
+    def __init__(self, hosts):
         self.n = hosts
-        tag = os.getpid() % 100000
-        self.subnet = subnet if subnet is not None else 64 + os.getpid() % 100  # 10.<subnet>.0.0/24
+        tag = f"{random.randrange(16 ** 6):06x}"  # random: concurrent clusters never share a name
         self.bridge = f"mrb{tag}"
         self.namespaces = [f"mrcnn-{tag}-h{k}" for k in range(hosts)]
         self.names = [f"host{k}" for k in range(hosts)]
-        self.addresses = [f"10.{self.subnet}.0.{10 + k}" for k in range(hosts)]
-        self.bridge_address = f"10.{self.subnet}.0.1"
         self._veths = [f"mrv{tag}h{k}" for k in range(hosts)]  # the bridge's ends (15 characters at most)
+        self._state = STATE / f"{tag}.json"
 
     def __enter__(self):
+        sweep_stale()
+        net = _free_subnet()
+        self.subnet = str(net)  # e.g. "198.18.7.0/24"
+        hosts = list(net.hosts())
+        self.bridge_address = str(hosts[0])
+        self.addresses = [str(hosts[9 + k]) for k in range(self.n)]
+        STATE.mkdir(parents=True, exist_ok=True)
+        # Written before anything is made: what a later sweep removes if this process dies.
+        self._state.write_text(json.dumps({"pid": os.getpid(), "namespaces": self.namespaces, "bridge": self.bridge}))
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{self.bridge_address}/24", "dev", self.bridge)
@@ -76,17 +137,8 @@ class NetnsCluster:
             raise
 
     def __exit__(self, *exc):
-        for ns in self.namespaces:
-            # Whatever still runs on a host goes with it.
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), 9)
-                except (ProcessLookupError, ValueError):
-                    pass
-            _ip("netns", "del", ns, check=False)
-            shutil.rmtree(pathlib.Path("/etc/netns") / ns, ignore_errors=True)
-        _ip("link", "del", self.bridge, check=False)
+        _remove({"namespaces": self.namespaces, "bridge": self.bridge})  # whatever runs on a host goes with it
+        self._state.unlink(missing_ok=True)
         return False
 
     def command(self, k, argv):
@@ -95,10 +147,10 @@ class NetnsCluster:
                 'hostname "$0" && exec "$@"', self.names[k], *map(str, argv)]
 
     def popen(self, k, argv, **kw):
-        return subprocess.Popen(self.command(k, argv), **kw)
+        return subprocess.Popen(self.command(k, argv), preexec_fn=_die_with_parent, **kw)
 
     def run(self, k, argv, **kw):
-        return subprocess.run(self.command(k, argv), **kw)
+        return subprocess.run(self.command(k, argv), preexec_fn=_die_with_parent, **kw)
 
     def cut_link(self, k):
         """Host k's cable pulled: its bridge port down (nothing is sent or received, no reset)."""

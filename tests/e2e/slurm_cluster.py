@@ -23,14 +23,17 @@ DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "sinfo
 
 
 # Every cgroup hierarchy mounted under /sys/fs/cgroup here, mounted again where `ip netns exec`
-# left a bare /sys (v1 controllers by name, or the unified v2 tree).
+# left a bare /sys: the unified v2 tree where it is the root, else each v1 controller by name
+# (and a v2 tree mounted beside them).
 MOUNT_CGROUPS = (
+    "if awk '$2 == \"/sys/fs/cgroup\" && $3 == \"cgroup2\" {found=1} END {exit !found}' /proc/1/mounts; "
+    "then mount -t cgroup2 none /sys/fs/cgroup; else "
     "mount -t tmpfs cgroup_root /sys/fs/cgroup && "
     "awk '$2 ~ \"^/sys/fs/cgroup/\" {print $3, $2, $4}' /proc/1/mounts | "
     "while read type dir opts; do mkdir -p \"$dir\" && "
     "if [ \"$type\" = cgroup2 ]; then mount -t cgroup2 none \"$dir\"; "
     "else mount -t cgroup -o \"$(echo \"$opts\" | tr , '\\n' | grep -v -e '^rw$' -e '^relatime$' | paste -sd,)\" "
-    "cgroup \"$dir\"; fi || exit 1; done")
+    "cgroup \"$dir\"; fi || exit 1; done; fi")
 
 
 def missing_reason():

@@ -10,8 +10,9 @@ address on a bridge, its own host name and /etc/hosts.
    Slurm across the hosts (slurm_cluster.py with one slurmd per host, NodeAddr its address):
    `launch --scheduler slurm --nodes 2` with srun --mpi=none (the ranks meet at the first host
    of the allocation, from `scontrol show hostnames`) and with srun --mpi=pmix: the same losses.
-3. Faults, each ending the job within the collective timeout + 30 s with a message naming the
-   host, rank 0 closing its log (run_stop aborted) and keeping its checkpoints:
+3. Faults (collective timeout 10 s), each ending the job within the collective timeout + 30 s
+   with a message naming the host, rank 0 closing its log (run_stop aborted) and keeping its
+   checkpoints:
    - host1's link cut in the middle of training (its bridge port down: no reset, only silence);
      `--resume` from the last checkpoint on the two hosts then continues the uninterrupted run's
      losses bit for bit;
@@ -41,6 +42,9 @@ import slurm_cluster
 
 SYSTEM = env.SOURCE_DIR / "systems" / "cpu-dev.json"
 SKIP = 77
+# The collective timeout of the runs with a fault: long enough that a loaded 2-core machine never
+# trips it in a healthy run (a checkpoint, a rank starting late), short enough to wait for.
+FAULT_TIMEOUT = 10
 ONE_THREAD = ["--set", "launch.threads_per_rank=1", "--set", "data.loader_threads=1", "--set", "run.eval_threads=1"]
 
 
@@ -51,17 +55,24 @@ def run_args(data, out, *extra):
             *ONE_THREAD, *extra]
 
 
-def rank_env(rank, world, master):
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rank_env(rank, world, master, port):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_", "TORCHELASTIC_", "MRCNN_"))
          and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    e.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR=master, MASTER_PORT="29511")
+    e.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR=master, MASTER_PORT=str(port))
     return e
 
 
 def start(cluster, argv, world=2):
-    """One rank per host, rank k on host k."""
-    return [cluster.popen(k, argv, env=rank_env(k, world, cluster.addresses[0]), stdout=subprocess.PIPE,
+    """One rank per host, rank k on host k (the store on host0, whose ports no other job uses)."""
+    return [cluster.popen(k, argv, env=rank_env(k, world, cluster.addresses[0], 29500), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) for k in range(world)]
 
 
@@ -94,9 +105,10 @@ def main():
                  "--seed", "9"]
 
         # The reference: two ranks on this one host.
+        port = free_port()
         one_host = [subprocess.Popen(run_args(data, tmp / "one-host", *fixed), stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
-                                     env=rank_env(r, 2, "127.0.0.1")) for r in range(2)]
+                                     env=rank_env(r, 2, "127.0.0.1", port)) for r in range(2)]
         codes, outs = finish(one_host)
         assert codes == [3, 3], "\n".join(o[-2000:] for o in outs)
         ref = (tmp / "one-host" / "latest").resolve()
@@ -163,7 +175,7 @@ def mpirun_options(cluster, tmp, hosts):
     agent.chmod(0o755)
     hostfile = tmp / f"hosts{hosts}"
     hostfile.write_text("".join(f"{name} slots=1\n" for name in cluster.names[:hosts]))
-    subnet = f"10.{cluster.subnet}.0.0/24"
+    subnet = cluster.subnet
     return hostfile, ["--mca", "plm_rsh_agent", str(agent), "--mca", "btl", "self,tcp",
                       "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet]
 
@@ -221,7 +233,7 @@ def check_slurm(cluster, data, tmp, fixed, ref_losses):
     if reason:
         print(f"Slurm part skipped: {reason}")
         return
-    subnet = f"10.{cluster.subnet}.0.0/24"
+    subnet = cluster.subnet
     with slurm_cluster.SlurmCluster(tmp / "slurm", hosts=cluster) as slurm:
         for srun_mpi, communicator in (("none", "tcp"), ("pmix", "mpi")):
             out = tmp / f"slurm-{srun_mpi}"
@@ -250,7 +262,8 @@ def check_slurm(cluster, data, tmp, fixed, ref_losses):
 def check_link_cut(cluster, data, tmp):
     """host1's cable pulled after epoch 1's checkpoint; then --resume on both hosts."""
     fixed = ["--set", "run.max_epochs=3", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
-             "--set", "run.checkpoint_every_epoch=true", "--set", "launch.collective_timeout_s=5", "--seed", "12"]
+             "--set", "run.checkpoint_every_epoch=true", "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}",
+             "--seed", "12"]
     codes, outs = finish(start(cluster, run_args(data, tmp / "whole", *fixed)))
     assert codes == [3, 3], "\n".join(o[-2000:] for o in outs)
     whole = env.step_losses((tmp / "whole" / "latest").resolve())
@@ -266,7 +279,8 @@ def check_link_cut(cluster, data, tmp):
         cluster.restore_link(1)
     codes, outs = finish(procs[1:], timeout=120)
     assert procs[0].returncode == 1, out0[-3000:]
-    assert took < 5 + 30, f"rank 0 took {took:.1f} s after the cut"
+    assert codes[0] != 0, f"rank 1 on the cut host ended with {codes[0]}"
+    assert took < FAULT_TIMEOUT + 30, f"rank 0 took {took:.1f} s after the cut"
     line = next((l for l in out0.splitlines() if "[error]" in l), "")
     assert "host1" in line and "rank 1" in line, out0[-3000:]
     run = next((tmp / "cut").glob("*/mlperf_log.txt")).parent
@@ -274,7 +288,7 @@ def check_link_cut(cluster, data, tmp):
     assert len(stops) == 1 and stops[0]["metadata"]["status"] == "aborted", stops
     checkpoints = sorted((run / "checkpoints").glob("epoch_*.safetensors"))
     assert checkpoints, "no checkpoint kept"
-    print(f"host1's link cut: rank 0 ended in {took:.1f} s (timeout 5 s): {line.split('] ')[-1]}; "
+    print(f"host1's link cut: rank 0 ended in {took:.1f} s (timeout {FAULT_TIMEOUT} s): {line.split('] ')[-1]}; "
           f"log closed (run_stop aborted), checkpoints kept: {[c.name for c in checkpoints]}")
 
     # Both hosts resume from the last checkpoint: the rest of the uninterrupted run, bit for bit.
@@ -289,12 +303,13 @@ def check_link_cut(cluster, data, tmp):
 def check_host_killed(cluster, data, tmp):
     """Every process of host0 (rank 0's host) killed: rank 1 on host1 must end and name it."""
     fixed = ["--set", "run.max_epochs=50", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
-             "--set", "launch.collective_timeout_s=5", "--seed", "13"]
+             "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}", "--seed", "13"]
     procs = start(cluster, run_args(data, tmp / "killed", *fixed))
     metrics = wait_for("*/metrics.jsonl", tmp / "killed", "metrics", procs)[0]
     deadline = time.time() + 300
     while metrics.read_text().count('"step"') < 3 and time.time() < deadline:
         time.sleep(0.2)
+    assert metrics.read_text().count('"step"') >= 3, "the run did not reach step 3"
     pids = subprocess.run(["ip", "netns", "pids", cluster.namespaces[0]], capture_output=True, text=True).stdout.split()
     for pid in pids:
         os.kill(int(pid), signal.SIGKILL)
@@ -302,7 +317,7 @@ def check_host_killed(cluster, data, tmp):
     out1 = procs[1].communicate(timeout=120)[0]
     took = time.monotonic() - killed
     procs[0].communicate()
-    assert procs[1].returncode == 1 and took < 5 + 30, (procs[1].returncode, took, out1[-2000:])
+    assert procs[1].returncode == 1 and took < FAULT_TIMEOUT + 30, (procs[1].returncode, took, out1[-2000:])
     line = next((l for l in out1.splitlines() if "[error]" in l), "")
     assert "rank 0 (host0" in line, out1[-3000:]
     print(f"host0 killed: rank 1 on host1 ended in {took:.1f} s: {line.split('] ')[-1]}")
@@ -311,12 +326,13 @@ def check_host_killed(cluster, data, tmp):
 def check_host_frozen(cluster, data, tmp):
     """host1's processes stopped (a hung host): rank 0's collective times out and names host1."""
     fixed = ["--set", "run.max_epochs=50", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
-             "--set", "launch.collective_timeout_s=5", "--seed", "14"]
+             "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}", "--seed", "14"]
     procs = start(cluster, run_args(data, tmp / "frozen", *fixed))
     metrics = wait_for("*/metrics.jsonl", tmp / "frozen", "metrics", procs)[0]
     deadline = time.time() + 300
     while metrics.read_text().count('"step"') < 3 and time.time() < deadline:
         time.sleep(0.2)
+    assert metrics.read_text().count('"step"') >= 3, "the run did not reach step 3"
     pids = subprocess.run(["ip", "netns", "pids", cluster.namespaces[1]], capture_output=True, text=True).stdout.split()
     for pid in pids:
         os.kill(int(pid), signal.SIGSTOP)
@@ -328,12 +344,12 @@ def check_host_frozen(cluster, data, tmp):
         for pid in pids:
             os.kill(int(pid), signal.SIGCONT)
     procs[1].communicate(timeout=120)
-    assert procs[0].returncode == 1 and took < 5 + 30, (procs[0].returncode, took, out0[-2000:])
+    assert procs[0].returncode == 1 and took < FAULT_TIMEOUT + 30, (procs[0].returncode, took, out0[-2000:])
     line = next((l for l in out0.splitlines() if "[error]" in l), "")
     assert "no data moved" in line and "rank 1 (host1" in line, out0[-3000:]
     stops = [r for r in env.mllog_records(metrics.parent / "mlperf_log.txt") if r["key"] == "run_stop"]
     assert len(stops) == 1 and stops[0]["metadata"]["status"] == "aborted", stops
-    print(f"host1 frozen: rank 0 ended in {took:.1f} s (timeout 5 s): {line.split('] ')[-1]}")
+    print(f"host1 frozen: rank 0 ended in {took:.1f} s (timeout {FAULT_TIMEOUT} s): {line.split('] ')[-1]}")
 
 
 def check_disk_full(cluster, data, tmp):
@@ -343,7 +359,8 @@ def check_disk_full(cluster, data, tmp):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(out)], check=True)
     try:
         fixed = ["--set", "run.max_epochs=3", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
-                 "--set", "run.checkpoint_every_epoch=true", "--set", "launch.collective_timeout_s=5", "--seed", "15"]
+                 "--set", "run.checkpoint_every_epoch=true", "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}",
+                 "--seed", "15"]
         procs = start(cluster, run_args(data, out, *fixed))
         codes, outs = finish(procs, timeout=300)
         assert codes == [1, 1], (codes, [o[-1500:] for o in outs])
@@ -366,7 +383,7 @@ def probe(cluster, hosts):
     """allreduce_probe on the first `hosts` hosts (tcp): rank 0's JSON line."""
     exe = env.BUILD_DIR / "benchmark" / "perf" / "allreduce_probe"
     procs = [cluster.popen(k, [exe, "--communicator", "tcp", "--iterations", "3", "--timeout", "120"],
-                           env=dict(rank_env(k, hosts, cluster.addresses[0]), OMP_NUM_THREADS="1"),
+                           env=dict(rank_env(k, hosts, cluster.addresses[0], 29500), OMP_NUM_THREADS="1"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(hosts)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-1000:] for o in outs]
@@ -391,13 +408,14 @@ def measure_allreduce(cluster):
             r = probe(cluster, hosts)
             moved = 2 * (hosts - 1) / hosts * r["bytes"]  # through every link of the ring
             line = moved / (rate_gbit * 1e9 / 8)
-            # The line rate alone, and with the ring's own cost on this machine (the unshaped time) added.
-            serial = line + unshaped[hosts]["median_s"]
-            rows.append({"hosts": hosts, "gbit": rate_gbit, "measured_s": r["median_s"], "line_s": line,
-                         "line_plus_unshaped_s": serial})
+            # The line rate alone, and the fit of benchmark/README.md: the ring's own cost on these
+            # hosts (the unshaped time) half hidden behind the line time, or the other way round.
+            own = unshaped[hosts]["median_s"]
+            fit = max(line, own) + min(line, own) / 2
+            rows.append({"hosts": hosts, "gbit": rate_gbit, "measured_s": r["median_s"], "line_s": line, "fit_s": fit})
             print(f"  {rate_gbit:g} Gbit/s, {hosts} hosts: measured {r['median_s']:.2f} s; line rate {line:.2f} s "
-                  f"(measured/line {r['median_s'] / line:.2f}); line + unshaped {serial:.2f} s "
-                  f"(measured/that {r['median_s'] / serial:.2f})")
+                  f"(measured/line {r['median_s'] / line:.2f}); max(line, own) + min(line, own)/2 {fit:.2f} s "
+                  f"(measured/that {r['median_s'] / fit:.2f})")
             # The link's rate bounds the ring from below.
             assert r["median_s"] > 0.9 * line, (r, line)
     for k in range(cluster.n):
@@ -427,7 +445,10 @@ def measure_overlap(cluster, data, tmp):
         gradients = next(l for l in (p.stdout + p.stderr).splitlines() if "MB of float32 gradients" in l)
         steps = [json.loads(l) for l in ((out / "latest").resolve() / "metrics.jsonl").read_text().splitlines()
                  if '"event":"step"' in l]
-        per_step = sorted(8 / r["images_per_s"] for r in steps if r["step"] % 4 != 0)  # not an epoch's first
+        # Step times: the gaps between consecutive step records of one epoch (the first step of an
+        # epoch, which waits for the loader's first batch, has no gap before it).
+        per_step = sorted((b["time_ms"] - a["time_ms"]) / 1000 for a, b in zip(steps, steps[1:])
+                          if a["epoch"] == b["epoch"])
         seconds[overlap] = per_step[len(per_step) // 2]
     mb = gradients.split(", ")[-1].split(" MB")[0]
     print(f"training step on 2 hosts at 1 Gbit/s (mpirun, 4 images per rank, cpu-dev's network: {mb} MB of gradients): "
