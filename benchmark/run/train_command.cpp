@@ -307,6 +307,10 @@ int train_main(int argc, char** argv) {
     logging::info("metrics:    " + folder.metrics().string());
     logging::info("weights:    " + folder.weights().string());
   }
+  // Every rank ends after rank 0 has written everything: a launcher that ends the job at the
+  // first rank's non-zero exit (srun --kill-on-bad-exit, with 3 for targets not reached) would
+  // otherwise stop rank 0 while it writes the weights.
+  if (comm->world_size() > 1) comm->barrier();
   return status;
 }
 
