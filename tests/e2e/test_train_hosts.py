@@ -300,24 +300,41 @@ def check_link_cut(cluster, data, tmp):
     print(f"--resume from {checkpoints[-1].name} on both hosts: {len(later)} steps = the uninterrupted run's")
 
 
-def check_host_killed(cluster, data, tmp):
-    """Every process of host0 (rank 0's host) killed: rank 1 on host1 must end and name it."""
+def signal_host(cluster, data, out, host, sig, seed):
+    """A long 2-host run; at its third step every process of `host` gets `sig`. Returns the other
+    rank's (exit status, seconds from the signal to its end, output, metrics file)."""
     fixed = ["--set", "run.max_epochs=50", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
-             "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}", "--seed", "13"]
-    procs = start(cluster, run_args(data, tmp / "killed", *fixed))
-    metrics = wait_for("*/metrics.jsonl", tmp / "killed", "metrics", procs)[0]
+             "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}", "--seed", str(seed)]
+    procs = start(cluster, run_args(data, out, *fixed))
+    metrics = wait_for("*/metrics.jsonl", out, "metrics", procs)[0]
     deadline = time.time() + 300
     while metrics.read_text().count('"step"') < 3 and time.time() < deadline:
         time.sleep(0.2)
     assert metrics.read_text().count('"step"') >= 3, "the run did not reach step 3"
-    pids = subprocess.run(["ip", "netns", "pids", cluster.namespaces[0]], capture_output=True, text=True).stdout.split()
+    pids = subprocess.run(["ip", "netns", "pids", cluster.namespaces[host]], capture_output=True,
+                          text=True).stdout.split()
     for pid in pids:
-        os.kill(int(pid), signal.SIGKILL)
-    killed = time.monotonic()
-    out1 = procs[1].communicate(timeout=120)[0]
-    took = time.monotonic() - killed
-    procs[0].communicate()
-    assert procs[1].returncode == 1 and took < FAULT_TIMEOUT + 30, (procs[1].returncode, took, out1[-2000:])
+        os.kill(int(pid), sig)
+    hurt = time.monotonic()
+    survivor = procs[1 - host]
+    try:
+        out = survivor.communicate(timeout=120)[0]
+        took = time.monotonic() - hurt
+    finally:
+        for pid in pids:  # a frozen host's processes may end now
+            try:
+                os.kill(int(pid), signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    procs[host].kill()
+    procs[host].communicate(timeout=120)
+    assert survivor.returncode == 1 and took < FAULT_TIMEOUT + 30, (survivor.returncode, took, out[-2000:])
+    return took, out, metrics
+
+
+def check_host_killed(cluster, data, tmp):
+    """Every process of host0 (rank 0's host) killed: rank 1 on host1 must end and name it."""
+    took, out1, _ = signal_host(cluster, data, tmp / "killed", 0, signal.SIGKILL, 13)
     line = next((l for l in out1.splitlines() if "[error]" in l), "")
     assert "rank 0 (host0" in line, out1[-3000:]
     print(f"host0 killed: rank 1 on host1 ended in {took:.1f} s: {line.split('] ')[-1]}")
@@ -325,26 +342,7 @@ def check_host_killed(cluster, data, tmp):
 
 def check_host_frozen(cluster, data, tmp):
     """host1's processes stopped (a hung host): rank 0's collective times out and names host1."""
-    fixed = ["--set", "run.max_epochs=50", "--set", "run.target_bbox=0.99", "--set", "run.target_segm=0.99",
-             "--set", f"launch.collective_timeout_s={FAULT_TIMEOUT}", "--seed", "14"]
-    procs = start(cluster, run_args(data, tmp / "frozen", *fixed))
-    metrics = wait_for("*/metrics.jsonl", tmp / "frozen", "metrics", procs)[0]
-    deadline = time.time() + 300
-    while metrics.read_text().count('"step"') < 3 and time.time() < deadline:
-        time.sleep(0.2)
-    assert metrics.read_text().count('"step"') >= 3, "the run did not reach step 3"
-    pids = subprocess.run(["ip", "netns", "pids", cluster.namespaces[1]], capture_output=True, text=True).stdout.split()
-    for pid in pids:
-        os.kill(int(pid), signal.SIGSTOP)
-    frozen = time.monotonic()
-    try:
-        out0 = procs[0].communicate(timeout=120)[0]
-        took = time.monotonic() - frozen
-    finally:
-        for pid in pids:
-            os.kill(int(pid), signal.SIGCONT)
-    procs[1].communicate(timeout=120)
-    assert procs[0].returncode == 1 and took < FAULT_TIMEOUT + 30, (procs[0].returncode, took, out0[-2000:])
+    took, out0, metrics = signal_host(cluster, data, tmp / "frozen", 1, signal.SIGSTOP, 14)
     line = next((l for l in out0.splitlines() if "[error]" in l), "")
     assert "no data moved" in line and "rank 1 (host1" in line, out0[-3000:]
     stops = [r for r in env.mllog_records(metrics.parent / "mlperf_log.txt") if r["key"] == "run_stop"]
