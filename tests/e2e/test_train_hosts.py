@@ -55,13 +55,6 @@ def run_args(data, out, *extra):
             *ONE_THREAD, *extra]
 
 
-def free_port():
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def rank_env(rank, world, master, port):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_", "TORCHELASTIC_", "MRCNN_"))
@@ -105,7 +98,7 @@ def main():
                  "--seed", "9"]
 
         # The reference: two ranks on this one host.
-        port = free_port()
+        port = slurm_cluster.free_port()
         one_host = [subprocess.Popen(run_args(data, tmp / "one-host", *fixed), stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      env=rank_env(r, 2, "127.0.0.1", port)) for r in range(2)]
