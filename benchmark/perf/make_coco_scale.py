@@ -20,6 +20,7 @@ Every table below was measured on the genuine train2017 cuts coco128 and tiny80 
 clone without those files. Same arguments, same bytes (numpy's seeded PCG64, fixed chunking).
 
   python benchmark/perf/make_coco_scale.py --out /tmp/coco-scale [--scale 1.0] [--seed 2017] [--images]
+                                           [--split train2017|val2017]
 
 writes DIR/annotations/instances_train2017.json and DIR/train2017/ (empty; with --images, one
 small solid-grey JPEG of the record's size per image). At scale 1: 505,229,810 bytes (+7.5%
@@ -378,11 +379,18 @@ def crowd_annotation(rng, image):
                        "category_id": cat, "id": 900_000_000_000 + cat * 100_000_000 + image["id"]})
 
 
-def generate(out, scale, seed, with_images):
+# val2017's counts: 5,000 images, 48 of them without annotations, 36,781 instances.
+VAL_IMAGES, VAL_EMPTY_IMAGES, VAL_INSTANCES = 5_000, 48, 36_781
+
+
+def generate(out, scale, seed, with_images, split="train2017"):
     rng = np.random.default_rng(seed)
-    n_images = max(1, round(FULL_IMAGES * scale))
-    n_empty = min(n_images - 1, round(FULL_EMPTY_IMAGES * scale))
-    n_instances = max(n_images - n_empty, round(FULL_INSTANCES * scale))
+    if split == "val2017":
+        n_images, n_empty, n_instances = VAL_IMAGES, VAL_EMPTY_IMAGES, VAL_INSTANCES
+    else:
+        n_images = max(1, round(FULL_IMAGES * scale))
+        n_empty = min(n_images - 1, round(FULL_EMPTY_IMAGES * scale))
+        n_instances = max(n_images - n_empty, round(FULL_INSTANCES * scale))
     n_crowd = round(CROWD_FRACTION * n_instances)
 
     images = make_images(rng, n_images)
@@ -395,8 +403,8 @@ def generate(out, scale, seed, with_images):
     ann_ids = rng.choice(MAX_ANNOTATION_ID, size=n_instances - int(crowd_images.sum()), replace=False) + 1
 
     os.makedirs(os.path.join(out, "annotations"), exist_ok=True)
-    os.makedirs(os.path.join(out, "train2017"), exist_ok=True)
-    path = os.path.join(out, "annotations", "instances_train2017.json")
+    os.makedirs(os.path.join(out, split), exist_ok=True)
+    path = os.path.join(out, "annotations", f"instances_{split}.json")
     stats = {"polygons": 0, "points": 0}
     head = {"info": INFO,
             "licenses": [{"url": u, "id": i, "name": nm} for i, nm, u in LICENSES]}
@@ -418,19 +426,22 @@ def generate(out, scale, seed, with_images):
         f.write("}")
     os.replace(tmp, path)
     if with_images:
-        write_images(out, images)
+        write_images(out, images, split)
 
     size = os.path.getsize(path)
-    target = FULL_BYTES * scale
-    print(f"{path}: {size:,} bytes ({100.0 * (size / target - 1):+.1f}% against train2017's "
-          f"{FULL_BYTES:,} x {scale:g})")
+    if split == "val2017":
+        print(f"{path}: {size:,} bytes")
+    else:
+        target = FULL_BYTES * scale
+        print(f"{path}: {size:,} bytes ({100.0 * (size / target - 1):+.1f}% against train2017's "
+              f"{FULL_BYTES:,} x {scale:g})")
     print(f"images {n_images:,} (without annotations {n_empty:,}), instances {n_instances:,} "
           f"(crowd {int(crowd_images.sum()):,}), polygons {stats['polygons']:,}, "
           f"points {stats['points']:,}, categories {len(CATEGORIES)}")
     return path
 
 
-def write_images(out, images):
+def write_images(out, images, split="train2017"):
     """One solid grey JPEG per record, of the record's size (a few KB each): enough for tools
     that open every image, nothing for a decoder to chew on."""
     from PIL import Image
@@ -442,7 +453,7 @@ def write_images(out, images):
             buf = io.BytesIO()
             Image.new("RGB", key, (118, 118, 118)).save(buf, format="JPEG", quality=50)
             cache[key] = buf.getvalue()
-        with open(os.path.join(out, "train2017", im["file_name"]), "wb") as f:
+        with open(os.path.join(out, split, im["file_name"]), "wb") as f:
             f.write(cache[key])
         progress(i + 1, final=i + 1 == len(images))
 
@@ -489,6 +500,9 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of train2017's image count (default 1)")
     ap.add_argument("--seed", type=int, default=2017)
     ap.add_argument("--images", action="store_true", help="also write a small JPEG per image record")
+    ap.add_argument("--split", choices=["train2017", "val2017"], default="train2017",
+                    help="val2017: val2017's counts (5,000 images, 36,781 instances; --scale is "
+                         "ignored) in annotations/instances_val2017.json and val2017/")
     ap.add_argument("--print-stats", nargs="+", metavar="DIR",
                     help="print the distribution tables measured on these COCO folders, write nothing")
     a = ap.parse_args()
@@ -500,7 +514,7 @@ def main():
     if not 0 < a.scale <= 10:
         ap.error("--scale must lie in (0, 10]")
     t0 = time.perf_counter()
-    generate(a.out, a.scale, a.seed, a.images)
+    generate(a.out, a.scale, a.seed, a.images, a.split)
     print(f"written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0
 
