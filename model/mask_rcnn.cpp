@@ -8,16 +8,16 @@
 #include "model/autocast.h"
 #include "model/backbone/conv_norm.h"
 #include "model/backbone/padding_masks.h"
-#include "model/ops/host_copy.h"
-#include "model/ops/paste_masks.h"
+#include "model/inverse_transform.h"
 #include "model/targets.h"
 
 namespace mrcnn::model {
 
-at::Tensor TrainOutput::total() const {
-  at::Tensor sum;
-  for (const auto& [name, loss] : losses) sum = sum.defined() ? sum + loss : loss;
-  return sum;
+std::map<std::string, at::Tensor> TrainOutput::counts() const {
+  return {{"rpn_sampled", rpn.sampled},
+          {"rpn_positive", rpn.positive},
+          {"roi_sampled", roi.sampled},
+          {"roi_positive", roi.positive}};
 }
 
 MaskRCNNImpl::MaskRCNNImpl(const ModelOptions& options, std::optional<at::Generator> init_generator)
@@ -114,77 +114,44 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
   const std::vector<ImageTargets> targets = slice_targets(batch, dev, dtype());
   SampleStreams streams(options_.sampling_streams, generator, image_keys(batch));
 
-  TrainOutput out;
+  AutocastGuard autocast(options_.precision, dev.type());
+  const std::optional<FeatureGraphs::Outputs> graphed = graphed_features(batch);
+  const std::vector<at::Tensor> feats = graphed ? graphed->features : features(batch);
+  const ops::Proposals proposals = rpn->propose(feats, batch.image_sizes,
+                                                graphed ? graphed->head : rpn->head_maps(feats),
+                                                ProposalCounts::kTraining);
+  // Both stages label their candidates before either draws, so that the counts the draws need
+  // come to the host in one read (each stage's forward_train reads its own). The RPN still draws
+  // first: the streams give the same samples. The RPN's labels are profiled as its stage.
+  const RPNLabels anchor_labels = [&] {
+    RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
+    return rpn->label(feats, targets);
+  }();
+  const RoICandidates candidates = roi_heads->label(proposals, targets);
+  std::vector<at::Tensor> counts;
   {
-    AutocastGuard autocast(options_.precision, dev.type());
-    const std::optional<FeatureGraphs::Outputs> graphed = graphed_features(batch);
-    const std::vector<at::Tensor> feats = graphed ? graphed->features : features(batch);
-    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/true, nullptr, nullptr,
-                                       graphed ? &graphed->head : nullptr);
-    // Both heads label their candidates before either draws, so that the counts the draws need
-    // come to the host in one read. The RPN still draws first: the streams give the same samples.
-    // The RPN's labels and losses are profiled as its stage, as when forward() computed them.
-    const RPNLabels anchor_labels = [&] {
-      RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
-      return rpn->label(feats, targets);
-    }();
-    const RoICandidates candidates = roi_heads->label(proposals.proposals, targets);
-    std::vector<at::Tensor> counts;
-    {
-      RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
-      counts = ops::BalancedPositiveNegativeSampler::read_counts({&anchor_labels.draw, &candidates.draw});
-    }
-    {
-      RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
-      auto [objectness, box_reg] =
-          rpn->losses(feats, anchor_labels, counts[0], targets, streams, &proposals.num_sampled);
-      out.losses["loss_objectness"] = objectness;
-      out.losses["loss_rpn_box_reg"] = box_reg;
-    }
-    RoIHeadsTrainOutput heads = roi_heads->forward_train(feats, candidates, counts[1], targets, streams);
-    out.losses.merge(heads.losses);
-    out.counts["rpn_sampled"] = proposals.num_sampled;
-    out.counts["roi_sampled"] = heads.num_sampled;
-    out.counts["roi_positive"] = heads.num_positive;
+    RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
+    counts = ops::BalancedPositiveNegativeSampler::read_counts({&anchor_labels.draw, &candidates.draw});
   }
+  StageLosses anchors = rpn->losses(feats, anchor_labels, counts[0], targets, streams);
+  StageLosses rois = roi_heads->forward_train(feats, candidates, counts[1], targets, streams);
+  TrainOutput out{.losses = std::move(anchors.losses), .rpn = anchors.counts, .roi = rois.counts};
+  out.losses.merge(rois.losses);
   return out;
 }
 
 std::vector<Detections> MaskRCNNImpl::inference(const Batch& batch) {
   check_batch(batch, options_.num_classes, /*need_targets=*/false);
   c10::NoGradGuard no_grad;
-  const c10::Device dev = device();
   std::vector<RawDetections> raw;
   {
-    AutocastGuard autocast(options_.precision, dev.type());
+    AutocastGuard autocast(options_.precision, device().type());
     const std::vector<at::Tensor> feats = features(batch);
-    RPNOutput proposals = rpn->forward(feats, batch.image_sizes, /*training=*/false);
-    raw = roi_heads->inference(feats, proposals.proposals, batch.image_sizes);
+    const ops::Proposals proposals =
+        rpn->propose(feats, batch.image_sizes, rpn->head_maps(feats), ProposalCounts::kTest);
+    raw = roi_heads->inference(feats, proposals, batch.image_sizes);
   }
-
-  RECORD_FUNCTION("mrcnn::postprocess", std::vector<c10::IValue>());
-  const at::Tensor sizes = batch.image_sizes.cpu();
-  const at::Tensor originals =
-      batch.original_sizes.defined() ? batch.original_sizes.cpu() : sizes;
-  std::vector<Detections> out(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) {
-    const int64_t h = sizes[i][0].item<int64_t>(), w = sizes[i][1].item<int64_t>();
-    const int64_t oh = originals[i][0].item<int64_t>(), ow = originals[i][1].item<int64_t>();
-    // Ratios in float32, as torchvision's resize_boxes computes them.
-    const float rh = static_cast<float>(oh) / static_cast<float>(h);
-    const float rw = static_cast<float>(ow) / static_cast<float>(w);
-    const at::Tensor scale = ops::copy_to_device_async(
-        at::tensor({rw, rh, rw, rh}, at::TensorOptions().dtype(at::kFloat)).to(raw[i].boxes.scalar_type()), dev);
-    const at::Tensor boxes = raw[i].boxes * scale;
-    Detections& d = out[i];
-    d.masks = ops::paste_masks_in_image_binary(raw[i].mask_probs, boxes, oh, ow, /*padding=*/1,
-                                               options_.mask_head.mask_threshold);
-    d.boxes = boxes.to(at::kFloat);
-    d.scores = raw[i].scores.to(at::kFloat);
-    d.labels = raw[i].labels;
-    if (!batch.image_ids.empty()) d.image_id = batch.image_ids[i];
-  }
-  return out;
+  return to_original_image(raw, batch, options_.mask_head.mask_threshold);
 }
 
 }  // namespace mrcnn::model

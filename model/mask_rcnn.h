@@ -5,7 +5,8 @@
 //       names: loss_objectness, loss_rpn_box_reg, loss_classifier, loss_box_reg, loss_mask) and
 //       the counts that normalize them;
 //   inference(batch) -> one Detections per image, in the ORIGINAL image's pixels: boxes mapped
-//       back from the resized image, masks pasted at the original size and thresholded.
+//       back from the resized image, masks pasted at the original size and thresholded
+//       (inverse_transform.h).
 //
 // The module's train()/eval() flag is not consulted: the entry point decides (training or test
 // proposal counts). Neither entry point lets padding matter: every loss and detection depends
@@ -37,6 +38,7 @@
 #include "model/options.h"
 #include "model/roi_heads.h"
 #include "model/rpn.h"
+#include "model/stage_losses.h"
 #include "model/structures.h"
 
 namespace mrcnn::model {
@@ -45,14 +47,15 @@ namespace mrcnn::model {
 inline constexpr const char* kLossNames[] = {"loss_objectness", "loss_rpn_box_reg",
                                              "loss_classifier", "loss_box_reg", "loss_mask"};
 
+// A training step's losses (their sum, what backward starts from, is total_loss(losses)) and the
+// two stages' sample counts.
 struct TrainOutput {
   std::map<std::string, at::Tensor> losses;  // float32 scalars, see kLossNames
-  // int64 scalars (CPU): rpn_sampled (anchors in the RPN losses), roi_sampled (RoIs in
-  // loss_classifier and the denominator of loss_box_reg), roi_positive (RoIs in loss_mask).
-  std::map<std::string, at::Tensor> counts;
+  SampleCounts rpn;  // anchors in the RPN's losses (sampled: loss_objectness's and loss_rpn_box_reg's denominator)
+  SampleCounts roi;  // RoIs: sampled in loss_classifier and loss_box_reg's denominator, positive in loss_mask
 
-  // Sum of the losses (what backward starts from).
-  at::Tensor total() const;
+  // The counts by name, for logs and tests: rpn_sampled, rpn_positive, roi_sampled, roi_positive.
+  std::map<std::string, at::Tensor> counts() const;
 };
 
 class MaskRCNNImpl : public torch::nn::Module {

@@ -79,26 +79,26 @@ at::Tensor RoIHeadsImpl::mask_logits(const std::vector<at::Tensor>& features,
   return mask_predictor->forward(mask_head->forward(pooled), labels);
 }
 
-RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
-                                                const ops::Proposals& proposals,
-                                                const std::vector<ImageTargets>& targets,
-                                                SampleStreams& streams) {
+StageLosses RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
+                                        const ops::Proposals& proposals,
+                                        const std::vector<ImageTargets>& targets,
+                                        SampleStreams& streams) {
   const RoICandidates candidates = label(proposals, targets);
   const at::Tensor host_counts =
       ops::BalancedPositiveNegativeSampler::read_counts({&candidates.draw}).front();
   return forward_train(features, candidates, host_counts, targets, streams);
 }
 
-RoIHeadsTrainOutput RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
-                                                const RoICandidates& candidates,
-                                                const at::Tensor& host_counts,
-                                                const std::vector<ImageTargets>& targets,
-                                                SampleStreams& streams) {
+StageLosses RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
+                                        const RoICandidates& candidates,
+                                        const at::Tensor& host_counts,
+                                        const std::vector<ImageTargets>& targets,
+                                        SampleStreams& streams) {
   const SampledRoIs sampled = sample(candidates, host_counts, targets, streams);
-  RoIHeadsTrainOutput out;
+  StageLosses out;
   const auto i64 = at::TensorOptions().dtype(at::kLong);
-  out.num_sampled = at::scalar_tensor(sampled.rois.size(0), i64);
-  out.num_positive = at::scalar_tensor(sampled.positives.size(0), i64);
+  out.counts = {.sampled = at::scalar_tensor(sampled.rois.size(0), i64),
+                .positive = at::scalar_tensor(sampled.positives.size(0), i64)};
   box_losses(features, sampled, out.losses);
   mask_loss(features, sampled, out.losses);
   return out;
@@ -233,99 +233,98 @@ std::vector<RawDetections> RoIHeadsImpl::inference(const std::vector<at::Tensor>
                                                    const at::Tensor& image_sizes) {
   const int64_t n = proposals.boxes.size(0);
   const at::Tensor counts = proposals.counts.cpu();
-  const at::Tensor sizes = image_sizes.cpu();
   std::vector<at::Tensor> rois;
   std::vector<int64_t> per_image;
   for (int64_t i = 0; i < n; ++i) {
     per_image.push_back(counts[i].item<int64_t>());
     rois.push_back(as_rois(proposals.boxes[i].slice(0, 0, per_image.back()), i));
   }
-  const at::Tensor all_rois = at::cat(rois);
+  const auto [boxes, scores] = box_predictions(features, at::cat(rois));
+  std::vector<RawDetections> out = select_detections(boxes, scores, per_image, image_sizes.cpu());
+  predict_masks(features, out);
+  return out;
+}
 
-  at::Tensor boxes, scores;
-  {
-    RECORD_FUNCTION("mrcnn::roi_box", std::vector<c10::IValue>());
-    const at::Tensor pooled = pool(features, all_rois, box_options_.pooler_resolution,
-                                   box_options_.sampling_ratio, box_options_.aligned);
-    auto [logits, deltas] = box_predictor->forward(box_head->forward(pooled));
-    const ops::BoxCoder coder(box_options_.box_coder_weights);
-    const at::Tensor d = full_precision(deltas);
-    boxes = coder.decode(d, all_rois.slice(1, 1).to(d.scalar_type()))
-                .view({-1, num_classes_, 4});
-    scores = at::softmax(full_precision(logits), -1);
-  }
+std::pair<at::Tensor, at::Tensor> RoIHeadsImpl::box_predictions(const std::vector<at::Tensor>& features,
+                                                                 const at::Tensor& rois) {
+  RECORD_FUNCTION("mrcnn::roi_box", std::vector<c10::IValue>());
+  const at::Tensor pooled = pool(features, rois, box_options_.pooler_resolution,
+                                 box_options_.sampling_ratio, box_options_.aligned);
+  auto [logits, deltas] = box_predictor->forward(box_head->forward(pooled));
+  const ops::BoxCoder coder(box_options_.box_coder_weights);
+  const at::Tensor d = full_precision(deltas);
+  return {coder.decode(d, rois.slice(1, 1).to(d.scalar_type())).view({-1, num_classes_, 4}),
+          at::softmax(full_precision(logits), -1)};
+}
 
-  std::vector<RawDetections> out(n);
-  std::vector<at::Tensor> det_rois;
-  {
-    RECORD_FUNCTION("mrcnn::detections", std::vector<c10::IValue>());
-    // Every (image, proposal, foreground class) candidate, image-major then proposal-major,
-    // filtered and suppressed for the whole batch at once: one score filter, one size filter and
-    // one class-wise NMS whose categories are (image, class) pairs, so that a GPU reads the
-    // device a few times per batch instead of a few times per image. NMS never compares two
-    // categories, and its order (decreasing score, ties by lower index) grouped stably by image
-    // is each image's own order: the detections of image-by-image processing, bit for bit.
-    const int64_t c = num_classes_;
-    const auto i64 = at::TensorOptions().dtype(at::kLong).device(boxes.device());
-    std::vector<at::Tensor> all_b, all_s, all_l, all_i;
-    int64_t start = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = per_image[i];
-      all_b.push_back(ops::clip_boxes_to_image(boxes.slice(0, start, start + p), sizes[i][0].item<int64_t>(),
-                                               sizes[i][1].item<int64_t>())
-                          .slice(1, 1)
-                          .reshape({-1, 4}));
-      all_s.push_back(scores.slice(0, start, start + p).slice(1, 1).reshape({-1}));
-      all_l.push_back(at::arange(1, c, i64).view({1, c - 1}).expand({p, c - 1}).reshape({-1}));
-      all_i.push_back(at::full({p * (c - 1)}, i, i64));
-      start += p;
-    }
-    at::Tensor b = at::cat(all_b), s = at::cat(all_s), l = at::cat(all_l), image = at::cat(all_i);
-    auto select = [&](const at::Tensor& keep) {
-      b = b.index_select(0, keep);
-      s = s.index_select(0, keep);
-      l = l.index_select(0, keep);
-      image = image.index_select(0, keep);
-    };
-    select((s > box_options_.score_threshold).nonzero().squeeze(1));
-    if (box_options_.min_size > 0) select(ops::remove_small_boxes(b, box_options_.min_size));
-    const at::Tensor kept = ops::batched_nms(b, s, image * c + l, box_options_.nms_threshold);
-    const at::Tensor kept_image = image.index_select(0, kept);
-    select(kept.index_select(0, std::get<1>(kept_image.sort(/*stable=*/true, 0, /*descending=*/false))));
-    // Detections per image (integer adds: exact in any order), in the one read of the split.
-    const at::Tensor kept_per_image = at::zeros({n}, i64).index_add_(0, image, at::ones_like(image)).cpu();
-    int64_t first = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t k = kept_per_image[i].item<int64_t>();
-      const int64_t take = std::min(k, box_options_.detections_per_image);
-      out[i].boxes = b.slice(0, first, first + take);
-      out[i].scores = s.slice(0, first, first + take);
-      out[i].labels = l.slice(0, first, first + take);
-      det_rois.push_back(as_rois(out[i].boxes, i));
-      first += k;
-    }
-  }
-
-  const at::Tensor all_det = at::cat(det_rois);
-  const int64_t d = all_det.size(0);
-  const int64_t m = 2 * mask_options_.pooler_resolution;
-  at::Tensor probs;
-  if (d > 0) {
-    const at::Tensor all_labels = at::cat([&] {
-      std::vector<at::Tensor> v;
-      for (const RawDetections& r : out) v.push_back(r.labels);
-      return v;
-    }());
-    probs = full_precision(mask_logits(features, all_det, all_labels)).sigmoid();
-  } else {
-    probs = at::empty({0, m, m}, all_det.options());
-  }
+std::vector<RawDetections> RoIHeadsImpl::select_detections(const at::Tensor& boxes, const at::Tensor& scores,
+                                                           const std::vector<int64_t>& per_image,
+                                                           const at::Tensor& sizes) const {
+  RECORD_FUNCTION("mrcnn::detections", std::vector<c10::IValue>());
+  // Every (image, proposal, foreground class) candidate, image-major then proposal-major,
+  // filtered and suppressed for the whole batch at once: one score filter, one size filter and
+  // one class-wise NMS whose categories are (image, class) pairs, so that a GPU reads the
+  // device a few times per batch instead of a few times per image. NMS never compares two
+  // categories, and its order (decreasing score, ties by lower index) grouped stably by image
+  // is each image's own order: the detections of image-by-image processing, bit for bit.
+  const int64_t n = static_cast<int64_t>(per_image.size()), c = num_classes_;
+  const auto i64 = at::TensorOptions().dtype(at::kLong).device(boxes.device());
+  std::vector<at::Tensor> all_b, all_s, all_l, all_i;
   int64_t start = 0;
-  for (RawDetections& r : out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = per_image[i];
+    all_b.push_back(ops::clip_boxes_to_image(boxes.slice(0, start, start + p), sizes[i][0].item<int64_t>(),
+                                             sizes[i][1].item<int64_t>())
+                        .slice(1, 1)
+                        .reshape({-1, 4}));
+    all_s.push_back(scores.slice(0, start, start + p).slice(1, 1).reshape({-1}));
+    all_l.push_back(at::arange(1, c, i64).view({1, c - 1}).expand({p, c - 1}).reshape({-1}));
+    all_i.push_back(at::full({p * (c - 1)}, i, i64));
+    start += p;
+  }
+  at::Tensor b = at::cat(all_b), s = at::cat(all_s), l = at::cat(all_l), image = at::cat(all_i);
+  auto select = [&](const at::Tensor& keep) {
+    b = b.index_select(0, keep);
+    s = s.index_select(0, keep);
+    l = l.index_select(0, keep);
+    image = image.index_select(0, keep);
+  };
+  select((s > box_options_.score_threshold).nonzero().squeeze(1));
+  if (box_options_.min_size > 0) select(ops::remove_small_boxes(b, box_options_.min_size));
+  const at::Tensor kept = ops::batched_nms(b, s, image * c + l, box_options_.nms_threshold);
+  const at::Tensor kept_image = image.index_select(0, kept);
+  select(kept.index_select(0, std::get<1>(kept_image.sort(/*stable=*/true, 0, /*descending=*/false))));
+  // Detections per image (integer adds: exact in any order), in the one read of the split.
+  const at::Tensor kept_per_image = at::zeros({n}, i64).index_add_(0, image, at::ones_like(image)).cpu();
+  std::vector<RawDetections> out(static_cast<size_t>(n));
+  int64_t first = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = kept_per_image[i].item<int64_t>();
+    const int64_t take = std::min(k, box_options_.detections_per_image);
+    out[i].boxes = b.slice(0, first, first + take);
+    out[i].scores = s.slice(0, first, first + take);
+    out[i].labels = l.slice(0, first, first + take);
+    first += k;
+  }
+  return out;
+}
+
+void RoIHeadsImpl::predict_masks(const std::vector<at::Tensor>& features, std::vector<RawDetections>& detections) {
+  std::vector<at::Tensor> rois, labels;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    rois.push_back(as_rois(detections[i].boxes, static_cast<int64_t>(i)));
+    labels.push_back(detections[i].labels);
+  }
+  const at::Tensor all_rois = at::cat(rois);
+  const int64_t m = 2 * mask_options_.pooler_resolution;
+  const at::Tensor probs = all_rois.size(0) > 0
+                               ? full_precision(mask_logits(features, all_rois, at::cat(labels))).sigmoid()
+                               : at::empty({0, m, m}, all_rois.options());
+  int64_t start = 0;
+  for (RawDetections& r : detections) {
     r.mask_probs = probs.slice(0, start, start + r.boxes.size(0));
     start += r.boxes.size(0);
   }
-  return out;
 }
 
 }  // namespace mrcnn::model

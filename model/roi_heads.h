@@ -22,6 +22,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/box_head.h"
@@ -29,15 +30,10 @@
 #include "model/ops/proposals.h"
 #include "model/ops/sampler.h"
 #include "model/options.h"
+#include "model/stage_losses.h"
 #include "model/targets.h"
 
 namespace mrcnn::model {
-
-struct RoIHeadsTrainOutput {
-  std::map<std::string, at::Tensor> losses;  // loss_classifier, loss_box_reg, loss_mask
-  at::Tensor num_sampled;                    // int64 scalar: RoIs in the classification loss
-  at::Tensor num_positive;                   // int64 scalar: RoIs in the box and mask losses
-};
 
 // Detections of one image in the coordinates of the resized image the network saw.
 struct RawDetections {
@@ -59,22 +55,23 @@ class RoIHeadsImpl : public torch::nn::Module {
  public:
   explicit RoIHeadsImpl(const ModelOptions& options);
 
-  // features: P2..P6 (P6 is not pooled from); proposals as the RPN returns them.
-  RoIHeadsTrainOutput forward_train(const std::vector<at::Tensor>& features,
-                                    const ops::Proposals& proposals,
-                                    const std::vector<ImageTargets>& targets,
-                                    SampleStreams& streams);
+  // features: P2..P6 (P6 is not pooled from); proposals as the RPN returns them. The losses
+  // loss_classifier, loss_box_reg and loss_mask, over counts.sampled RoIs of which
+  // counts.positive are positives (the box regression's and the mask loss's).
+  StageLosses forward_train(const std::vector<at::Tensor>& features,
+                            const ops::Proposals& proposals,
+                            const std::vector<ImageTargets>& targets, SampleStreams& streams);
   // The same in two halves, as RPNImpl::label and losses: label() matches the candidates and
   // counts them without reading the device; forward_train draws from those counts on the host
   // (`host_counts`: candidates.draw.counts on the CPU). The first overload is label(), the read,
   // then the second.
   RoICandidates label(const ops::Proposals& proposals, const std::vector<ImageTargets>& targets) const;
-  RoIHeadsTrainOutput forward_train(const std::vector<at::Tensor>& features,
-                                    const RoICandidates& candidates, const at::Tensor& host_counts,
-                                    const std::vector<ImageTargets>& targets,
-                                    SampleStreams& streams);
+  StageLosses forward_train(const std::vector<at::Tensor>& features, const RoICandidates& candidates,
+                            const at::Tensor& host_counts, const std::vector<ImageTargets>& targets,
+                            SampleStreams& streams);
 
-  // image_sizes: int64 [N, 2] true sizes (CPU). One RawDetections per image.
+  // image_sizes: int64 [N, 2] true sizes (CPU). One RawDetections per image: the box branch's
+  // detections (select_detections), then the mask branch's probabilities for them.
   std::vector<RawDetections> inference(const std::vector<at::Tensor>& features,
                                        const ops::Proposals& proposals,
                                        const at::Tensor& image_sizes);
@@ -107,6 +104,18 @@ class RoIHeadsImpl : public torch::nn::Module {
   // The mask part, on the positive RoIs only: loss_mask into `losses`.
   void mask_loss(const std::vector<at::Tensor>& features, const SampledRoIs& s,
                  std::map<std::string, at::Tensor>& losses);
+
+  // Inference's box branch on rois [P, 5]: every class's decoded box [P, C, 4] and the class
+  // scores [P, C] (softmax).
+  std::pair<at::Tensor, at::Tensor> box_predictions(const std::vector<at::Tensor>& features,
+                                                    const at::Tensor& rois);
+  // The detections of each image (per_image[i] proposals, image i's true size in sizes [N, 2]):
+  // score filter, size filter, class-wise NMS, the best detections_per_image; no masks yet.
+  std::vector<RawDetections> select_detections(const at::Tensor& boxes, const at::Tensor& scores,
+                                               const std::vector<int64_t>& per_image,
+                                               const at::Tensor& sizes) const;
+  // Fills each detection's mask_probs: the mask branch at its box, of its label's class.
+  void predict_masks(const std::vector<at::Tensor>& features, std::vector<RawDetections>& detections);
 
   // Pools rois [K, 5] from P2..P5.
   at::Tensor pool(const std::vector<at::Tensor>& features, const at::Tensor& rois,

@@ -176,23 +176,18 @@ void RPNImpl::check_levels(const std::vector<at::Tensor>& features) const {
                                 " feature levels, got " + std::to_string(features.size()));
 }
 
-RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
-                           bool training, const std::vector<ImageTargets>* targets,
-                           SampleStreams* streams,
-                           const std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>* head_maps) {
+RPNHeadMaps RPNImpl::head_maps(const std::vector<at::Tensor>& features) {
   check_levels(features);
   RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
-  // The head runs on the full maps without a graph: proposals need every location but no
-  // gradient. The losses look at a few hundred sampled anchors only, so they evaluate the head
-  // again at those cells alone (losses(), below): backward then keeps no map of the head and
-  // does no full-map convolution backward, and the pyramid levels need not be kept either.
-  std::vector<at::Tensor> objectness, deltas;
-  if (head_maps) {
-    std::tie(objectness, deltas) = *head_maps;
-  } else {
-    c10::NoGradGuard no_grad;
-    std::tie(objectness, deltas) = head->forward(features);
-  }
+  c10::NoGradGuard no_grad;
+  return head->forward(features);
+}
+
+ops::Proposals RPNImpl::propose(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
+                                const RPNHeadMaps& maps, ProposalCounts counts) const {
+  check_levels(features);
+  RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
+  const auto& [objectness, deltas] = maps;
   const std::vector<at::Tensor> level_anchors = anchors(features);
   const std::vector<std::array<int64_t, 2>> strides = anchor_strides(features);
 
@@ -220,6 +215,7 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
     obj_in.push_back(o);
     deltas_in.push_back(full_precision(deltas[l].detach()));
   }
+  const bool training = counts == ProposalCounts::kTraining;
   ops::ProposalOptions po;
   po.pre_nms_top_n = training ? options_.pre_nms_top_n_train : options_.pre_nms_top_n_test;
   po.post_nms_top_n = training ? options_.post_nms_top_n_train : options_.post_nms_top_n_test;
@@ -229,23 +225,17 @@ RPNOutput RPNImpl::forward(const std::vector<at::Tensor>& features, const at::Te
   // sigmoid(-inf) = 0 < FLT_MIN; every real logit above -87 passes.
   po.score_threshold =
       options_.proposals_inside_image ? static_cast<double>(std::numeric_limits<float>::min()) : 0.0;
-
-  RPNOutput out;
-  {
+  return [&] {
     RECORD_FUNCTION("mrcnn::rpn_proposals", std::vector<c10::IValue>());
-    out.proposals = ops::generate_proposals(obj_in, deltas_in, level_anchors, sizes_cpu, po);
-  }
-  if (training && targets != nullptr) {
-    if (streams == nullptr) throw std::invalid_argument("RPN: training losses need sample streams");
-    RECORD_FUNCTION("mrcnn::rpn_loss", std::vector<c10::IValue>());
-    const RPNLabels labels = label(features, *targets);
-    const at::Tensor host_counts =
-        ops::BalancedPositiveNegativeSampler::read_counts({&labels.draw}).front();
-    auto [obj_loss, box_loss] = losses(features, labels, host_counts, *targets, *streams, &out.num_sampled);
-    out.losses["loss_objectness"] = obj_loss;
-    out.losses["loss_rpn_box_reg"] = box_loss;
-  }
-  return out;
+    return ops::generate_proposals(obj_in, deltas_in, level_anchors, sizes_cpu, po);
+  }();
+}
+
+StageLosses RPNImpl::forward_train(const std::vector<at::Tensor>& features,
+                                   const std::vector<ImageTargets>& targets, SampleStreams& streams) const {
+  const RPNLabels labels = label(features, targets);
+  const at::Tensor host_counts = ops::BalancedPositiveNegativeSampler::read_counts({&labels.draw}).front();
+  return losses(features, labels, host_counts, targets, streams);
 }
 
 RPNLabels RPNImpl::label(const std::vector<at::Tensor>& features,
@@ -282,29 +272,68 @@ ops::BalancedPositiveNegativeSampler RPNImpl::sampler() const {
   return ops::BalancedPositiveNegativeSampler(options_.batch_size_per_image, options_.positive_fraction);
 }
 
-std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>& features,
-                                                  const RPNLabels& labels,
-                                                  const at::Tensor& host_counts,
-                                                  const std::vector<ImageTargets>& targets,
-                                                  SampleStreams& streams,
-                                                  at::Tensor* num_sampled) const {
-  const int64_t n = features[0].size(0);
-  const int64_t a = num_anchors_;
-  const at::Tensor& all_anchors = labels.anchors;
-  const int64_t total = all_anchors.size(0);
+namespace {
+
+// The head's three layers as matrix products at sampled cells. At a cell (n, y, x):
+// t = relu(W_conv . patch3x3(level, n, y, x) + b_conv), then the objectness of anchor a is
+// W_cls[a] . t + b_cls[a] and its deltas W_bbox[4a..4a+3] . t + b_bbox[4a..4a+3]: the head's
+// convolutions evaluated where the loss looks. Gradients reach the weights and the pyramid levels
+// exactly as through the full maps.
+struct HeadAtCells {
+  HeadAtCells(const RPNHeadImpl& head, int64_t channels, int64_t a)
+      : w_conv(head.conv->weight.reshape({channels, -1})),  // [C, C * 9]
+        b_conv(head.conv->bias),
+        w_cls(head.cls_logits->weight.reshape({a, channels})),
+        b_cls(head.cls_logits->bias),
+        w_box(head.bbox_pred->weight.reshape({a, 4, channels})),
+        b_box(head.bbox_pred->bias.view({a, 4})) {}
+
+  // One row of t per patch [S, C, 3, 3].
+  at::Tensor rows(const at::Tensor& patches) const {
+    return at::addmm(b_conv.to(patches.scalar_type()), patches.reshape({patches.size(0), -1}),
+                     w_conv.to(patches.scalar_type()).t())
+        .relu();
+  }
+  // The objectness of anchor `which` of each row.
+  at::Tensor logits(const at::Tensor& rows, const at::Tensor& which) const {
+    return (rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
+           b_cls.index_select(0, which).to(rows.scalar_type());
+  }
+  // The deltas of anchor `which` of each row.
+  at::Tensor deltas(const at::Tensor& rows, const at::Tensor& which) const {
+    return at::bmm(w_box.index_select(0, which).to(rows.scalar_type()), rows.unsqueeze(2)).squeeze(2) +
+           b_box.index_select(0, which).to(rows.scalar_type());
+  }
+
+  at::Tensor w_conv, b_conv, w_cls, b_cls, w_box, b_box;
+};
+
+}  // namespace
+
+// The sampled anchors of a batch, as (image * total + anchor) with the num_pos positives first
+// (the losses are sums and means over them, so their order does not matter), each one's image,
+// anchor and level, and the positives' box regression targets.
+struct RPNImpl::Sample {
+  at::Tensor sampled;      // int64 [S]
+  int64_t num_pos = 0;
+  at::Tensor box_targets;  // [num_pos, 4]
+  at::Tensor image, anchor, level_of;  // int64 [S], on the device (when S > 0)
   // Where each level's anchors start and end in the anchors of every level (location-major).
   std::vector<int64_t> level_start, level_end;
-  for (const at::Tensor& c : features) {
-    level_start.push_back(level_end.empty() ? 0 : level_end.back());
-    level_end.push_back(level_start.back() + c.size(2) * c.size(3) * a);
-  }
-  if (total != level_end.back() || static_cast<int64_t>(labels.matches.size()) != n)
-    throw std::invalid_argument("RPN: labels of " + std::to_string(labels.matches.size()) + " images and " +
-                                std::to_string(total) + " anchors for features of " + std::to_string(n) +
-                                " images and " + std::to_string(level_end.back()) + " anchors (label() them first)");
-  const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
+};
 
-  // ---- the sample: every image's draw, image after image ------------------------------------
+// The head's predictions at the sampled anchors, in parts (one, or one per level), with what the
+// losses compare them with.
+struct RPNImpl::SampledPredictions {
+  std::vector<at::Tensor> logits, labels;   // objectness logits and their 0/1 labels
+  std::vector<at::Tensor> deltas, targets;  // the positives' deltas and box targets
+};
+
+RPNImpl::Sample RPNImpl::draw(const RPNLabels& labels, const at::Tensor& host_counts,
+                              const std::vector<ImageTargets>& targets, SampleStreams& streams) const {
+  const int64_t n = static_cast<int64_t>(labels.matches.size());
+  const int64_t total = labels.anchors.size(0);
+  const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
   std::vector<at::Generator*> generators;
   for (int64_t i = 0; i < n; ++i) generators.push_back(&streams.for_image(i));
   const auto draws = sampler().draw(labels.draw, host_counts, generators);
@@ -314,132 +343,138 @@ std::pair<at::Tensor, at::Tensor> RPNImpl::losses(const std::vector<at::Tensor>&
     const at::Tensor& matched = labels.matches[static_cast<size_t>(i)];
     const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
     box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
-                                       all_anchors.index_select(0, pos_i)));
+                                       labels.anchors.index_select(0, pos_i)));
     pos_index.push_back(pos_i + i * total);
     neg_index.push_back(neg_i + i * total);
   }
-  // Sampled anchors as (image * total + anchor), positives first; the losses are sums and means
-  // over them, so their order does not matter.
+  Sample s;
   const at::Tensor pos_all = at::cat(pos_index);
-  const at::Tensor sampled = at::cat({pos_all, at::cat(neg_index)});
-  const at::Tensor targets_pos = at::cat(box_targets);
-  const int64_t num_pos = pos_all.numel(), num = sampled.numel();
-  *num_sampled = at::scalar_tensor(num, at::TensorOptions().dtype(at::kLong));
+  s.sampled = at::cat({pos_all, at::cat(neg_index)});
+  s.box_targets = at::cat(box_targets);
+  s.num_pos = pos_all.numel();
+  return s;
+}
 
-  // ---- the head's predictions at the sampled anchors only ---------------------------------
-  // At a sampled cell (n, y, x): t = relu(W_conv . patch3x3(level, n, y, x) + b_conv), then
-  // objectness of anchor a = W_cls[a] . t + b_cls[a] and its deltas W_bbox[4a..4a+3] . t + b:
-  // the head's convolutions evaluated where the loss looks, as matrix products. Gradients reach
-  // the weights and the pyramid levels exactly as through the full maps.
-  const int64_t channels = features[0].size(1);
-  const at::Tensor w_conv = head->conv->weight.reshape({channels, -1});  // [C, C * 9]
-  const at::Tensor b_conv = head->conv->bias;
-  const at::Tensor w_cls = head->cls_logits->weight.reshape({a, channels});
-  const at::Tensor b_cls = head->cls_logits->bias;
-  const at::Tensor w_box = head->bbox_pred->weight.reshape({a, 4, channels});
-  const at::Tensor b_box = head->bbox_pred->bias.view({a, 4});
-  if (num == 0) {
-    const at::Tensor zero = full_precision(features[0].sum()) * 0;
-    return {zero, zero};
+RPNImpl::SampledPredictions RPNImpl::predict_all_levels(const std::vector<at::Tensor>& features,
+                                                        const Sample& s) const {
+  // Every sampled anchor's patch gathered from every level (clamped into the level's grid), each
+  // row keeping its own level's: L gathers of S patches and one product, no read. The rows stay
+  // in sampled order, the num_pos positives first.
+  const HeadAtCells at_cells(*head, features[0].size(1), num_anchors_);
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor starts = ops::copy_to_device_async(at::tensor(s.level_start, i64), s.anchor.device());
+  const at::Tensor local = s.anchor - starts.index_select(0, s.level_of);
+  const at::Tensor cell = at::floor_divide(local, num_anchors_), which = local - cell * num_anchors_;
+  at::Tensor patches;
+  for (size_t l = 0; l < features.size(); ++l) {
+    const at::Tensor& c = features[l];
+    const int64_t h = c.size(2), w = c.size(3);
+    const at::Tensor here = cell.clamp(0, h * w - 1);
+    const at::Tensor y = at::floor_divide(here, w), x = here - y * w;
+    const at::Tensor p = full_precision(GatherPatches::apply(c, s.image, y, x));
+    patches = l == 0 ? p : at::where((s.level_of == static_cast<int64_t>(l)).view({-1, 1, 1, 1}), p, patches);
   }
-  const at::Tensor image = at::floor_divide(sampled, total);
-  const at::Tensor anchor = sampled - image * total;
-  // Each sampled anchor's level.
+  const at::Tensor rows = at_cells.rows(patches);
+  const int64_t num = s.sampled.numel();
+  SampledPredictions out;
+  out.logits.push_back(at_cells.logits(rows, which));
+  out.labels.push_back((at::arange(num, i64.device(s.anchor.device())) < s.num_pos).to(rows.scalar_type()));
+  if (s.num_pos > 0) {
+    out.deltas.push_back(at_cells.deltas(rows.slice(0, 0, s.num_pos), which.slice(0, 0, s.num_pos)));
+    out.targets.push_back(s.box_targets);
+  }
+  return out;
+}
+
+RPNImpl::SampledPredictions RPNImpl::predict_per_level(const std::vector<at::Tensor>& features,
+                                                       const Sample& s) const {
+  // The sampled rows grouped by level, in sampled order within each (a stable sort: what a
+  // per-level nonzero gives), with per level how many rows there are and how many of them are
+  // positives (sampled starts with the num_pos positives, so within a level they come first): one
+  // read of 2L counts instead of two nonzero per level.
+  const HeadAtCells at_cells(*head, features[0].size(1), num_anchors_);
   const int64_t num_levels = static_cast<int64_t>(features.size());
   const auto i64 = at::TensorOptions().dtype(at::kLong);
-  const at::Tensor ends = ops::copy_to_device_async(at::tensor(level_end, i64), anchor.device());
-  const at::Tensor level_of = at::searchsorted(ends, anchor, /*out_int32=*/false, /*right=*/true);
-  // One row of the head per sampled anchor: t = relu(W_conv . patch + b_conv).
-  auto head_rows = [&](const at::Tensor& patches) {
-    return at::addmm(b_conv.to(patches.scalar_type()), patches.reshape({patches.size(0), -1}),
-                     w_conv.to(patches.scalar_type()).t())
-        .relu();
-  };
-  // Objectness of anchor `which` of each row, and its deltas.
-  auto logits_at = [&](const at::Tensor& rows, const at::Tensor& which) {
-    return (rows * w_cls.index_select(0, which).to(rows.scalar_type())).sum(1) +
-           b_cls.index_select(0, which).to(rows.scalar_type());
-  };
-  auto deltas_at = [&](const at::Tensor& rows, const at::Tensor& which) {
-    return at::bmm(w_box.index_select(0, which).to(rows.scalar_type()), rows.unsqueeze(2)).squeeze(2) +
-           b_box.index_select(0, which).to(rows.scalar_type());
-  };
-  std::vector<at::Tensor> logits, pred_deltas, label_parts, target_parts;
+  const at::Tensor by_level = std::get<1>(s.level_of.sort(/*stable=*/true, 0, /*descending=*/false));
+  const at::Tensor levels = at::arange(num_levels, i64.device(s.anchor.device()));
+  const at::Tensor level_counts =
+      at::cat({(s.level_of.unsqueeze(1) == levels).sum(0),
+               (s.level_of.slice(0, 0, s.num_pos).unsqueeze(1) == levels).sum(0)})
+          .cpu();
+  const int64_t* counts = level_counts.const_data_ptr<int64_t>();
+  SampledPredictions out;
+  int64_t first = 0;
+  for (size_t l = 0; l < features.size(); ++l) {
+    const at::Tensor& c = features[l];
+    const int64_t w = c.size(3);
+    const int64_t rows_here = counts[l], positives_here = counts[num_levels + static_cast<int64_t>(l)];
+    const at::Tensor in_level = by_level.slice(0, first, first + rows_here);
+    first += rows_here;
+    if (rows_here == 0) continue;
+    const at::Tensor local = s.anchor.index_select(0, in_level) - s.level_start[l];
+    const at::Tensor cell = at::floor_divide(local, num_anchors_), which = local - cell * num_anchors_;
+    const at::Tensor y = at::floor_divide(cell, w), x = cell - y * w;
+    // [S_l, C]: strided reads, no copy of the map whatever its memory format.
+    const at::Tensor rows =
+        at_cells.rows(full_precision(GatherPatches::apply(c, s.image.index_select(0, in_level), y, x)));
+    out.logits.push_back(at_cells.logits(rows, which));
+    out.labels.push_back((in_level < s.num_pos).to(rows.scalar_type()));
+    const at::Tensor pos_rows = at::arange(positives_here, in_level.options());  // the first rows
+    if (positives_here > 0) {
+      out.deltas.push_back(at_cells.deltas(rows.index_select(0, pos_rows), which.index_select(0, pos_rows)));
+      out.targets.push_back(s.box_targets.index_select(0, in_level.index_select(0, pos_rows)));
+    }
+  }
+  return out;
+}
+
+StageLosses RPNImpl::losses(const std::vector<at::Tensor>& features, const RPNLabels& labels,
+                            const at::Tensor& host_counts, const std::vector<ImageTargets>& targets,
+                            SampleStreams& streams) const {
+  RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
+  const int64_t n = features[0].size(0);
+  std::vector<int64_t> level_start, level_end;
+  for (const at::Tensor& c : features) {
+    level_start.push_back(level_end.empty() ? 0 : level_end.back());
+    level_end.push_back(level_start.back() + c.size(2) * c.size(3) * num_anchors_);
+  }
+  const int64_t total = labels.anchors.size(0);
+  if (total != level_end.back() || static_cast<int64_t>(labels.matches.size()) != n)
+    throw std::invalid_argument("RPN: labels of " + std::to_string(labels.matches.size()) + " images and " +
+                                std::to_string(total) + " anchors for features of " + std::to_string(n) +
+                                " images and " + std::to_string(level_end.back()) + " anchors (label() them first)");
+  Sample s = draw(labels, host_counts, targets, streams);
+  s.level_start = std::move(level_start);
+  s.level_end = std::move(level_end);
+  const int64_t num = s.sampled.numel();
+  StageLosses out;
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  out.counts = {.sampled = at::scalar_tensor(num, i64), .positive = at::scalar_tensor(s.num_pos, i64)};
+  if (num == 0) {
+    const at::Tensor zero = full_precision(features[0].sum()) * 0;
+    out.losses = {{"loss_objectness", zero}, {"loss_rpn_box_reg", zero}};
+    return out;
+  }
+  s.image = at::floor_divide(s.sampled, total);
+  s.anchor = s.sampled - s.image * total;
+  const at::Tensor ends = ops::copy_to_device_async(at::tensor(s.level_end, i64), s.anchor.device());
+  s.level_of = at::searchsorted(ends, s.anchor, /*out_int32=*/false, /*right=*/true);
   const LossGather gather =
       loss_gather_ != LossGather::kAuto ? loss_gather_
-                                        : (anchor.is_cpu() ? LossGather::kPerLevel : LossGather::kAllLevels);
-  if (gather == LossGather::kAllLevels) {
-    // Every sampled anchor's patch gathered from every level (clamped into the level's grid),
-    // each row keeping its own level's: L gathers of S patches and one product, no read. The
-    // rows stay in sampled order, the num_pos positives first.
-    const at::Tensor starts = ops::copy_to_device_async(at::tensor(level_start, i64), anchor.device());
-    const at::Tensor local = anchor - starts.index_select(0, level_of);
-    const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
-    at::Tensor patches;
-    for (int64_t l = 0; l < num_levels; ++l) {
-      const at::Tensor& c = features[static_cast<size_t>(l)];
-      const int64_t h = c.size(2), w = c.size(3);
-      const at::Tensor here = cell.clamp(0, h * w - 1);
-      const at::Tensor y = at::floor_divide(here, w), x = here - y * w;
-      const at::Tensor p = full_precision(GatherPatches::apply(c, image, y, x));
-      patches = l == 0 ? p : at::where((level_of == l).view({-1, 1, 1, 1}), p, patches);
-    }
-    const at::Tensor rows = head_rows(patches);
-    logits.push_back(logits_at(rows, which));
-    label_parts.push_back((at::arange(num, i64.device(anchor.device())) < num_pos).to(rows.scalar_type()));
-    if (num_pos > 0) {
-      pred_deltas.push_back(deltas_at(rows.slice(0, 0, num_pos), which.slice(0, 0, num_pos)));
-      target_parts.push_back(targets_pos);
-    }
+                                        : (s.anchor.is_cpu() ? LossGather::kPerLevel : LossGather::kAllLevels);
+  const SampledPredictions p =
+      gather == LossGather::kAllLevels ? predict_all_levels(features, s) : predict_per_level(features, s);
+  const at::Tensor all_logits = at::cat(p.logits);
+  out.losses["loss_objectness"] = at::binary_cross_entropy_with_logits(all_logits, at::cat(p.labels));
+  if (s.num_pos > 0) {
+    const at::Tensor pred = at::cat(p.deltas);
+    out.losses["loss_rpn_box_reg"] = at::smooth_l1_loss(pred, at::cat(p.targets).to(pred.scalar_type()),
+                                                        at::Reduction::Sum, options_.box_loss_beta) /
+                                     static_cast<double>(num);
   } else {
-    // Level by level: the sampled rows grouped by level, in sampled order within each (a stable
-    // sort: what a per-level nonzero gives), with per level how many rows there are and how many
-    // of them are positives (sampled starts with the num_pos positives, so within a level they
-    // come first): one read of 2L counts instead of two nonzero per level.
-    const at::Tensor by_level = std::get<1>(level_of.sort(/*stable=*/true, 0, /*descending=*/false));
-    const at::Tensor levels = at::arange(num_levels, i64.device(anchor.device()));
-    const at::Tensor level_counts =
-        at::cat({(level_of.unsqueeze(1) == levels).sum(0), (level_of.slice(0, 0, num_pos).unsqueeze(1) == levels).sum(0)})
-            .cpu();
-    const int64_t* counts = level_counts.const_data_ptr<int64_t>();
-    int64_t offset = 0, first = 0;
-    for (size_t l = 0; l < features.size(); ++l) {
-      const at::Tensor& c = features[l];
-      const int64_t h = c.size(2), w = c.size(3), count = h * w * a;
-      const int64_t rows_here = counts[l], positives_here = counts[num_levels + static_cast<int64_t>(l)];
-      const at::Tensor in_level = by_level.slice(0, first, first + rows_here);
-      first += rows_here;
-      const at::Tensor local = anchor.index_select(0, in_level) - offset;
-      offset += count;
-      if (rows_here == 0) continue;
-      const at::Tensor cell = at::floor_divide(local, a), which = local - cell * a;
-      const at::Tensor y = at::floor_divide(cell, w), x = cell - y * w;
-      // [S_l, C]: strided reads, no copy of the map whatever its memory format.
-      const at::Tensor rows =
-          head_rows(full_precision(GatherPatches::apply(c, image.index_select(0, in_level), y, x)));
-      logits.push_back(logits_at(rows, which));
-      const at::Tensor is_pos = in_level < num_pos;
-      label_parts.push_back(is_pos.to(rows.scalar_type()));
-      const at::Tensor pos_rows = at::arange(positives_here, in_level.options());  // the first rows
-      if (positives_here > 0) {
-        pred_deltas.push_back(deltas_at(rows.index_select(0, pos_rows), which.index_select(0, pos_rows)));
-        target_parts.push_back(targets_pos.index_select(0, in_level.index_select(0, pos_rows)));
-      }
-    }
+    out.losses["loss_rpn_box_reg"] = all_logits.sum() * 0;
   }
-  const at::Tensor all_logits = at::cat(logits);
-  const at::Tensor obj_loss =
-      at::binary_cross_entropy_with_logits(all_logits, at::cat(label_parts));
-  at::Tensor box_loss;
-  if (num_pos > 0) {
-    const at::Tensor pred = at::cat(pred_deltas);
-    box_loss = at::smooth_l1_loss(pred, at::cat(target_parts).to(pred.scalar_type()),
-                                  at::Reduction::Sum, options_.box_loss_beta) /
-               static_cast<double>(num);
-  } else {
-    box_loss = all_logits.sum() * 0;
-  }
-  return {obj_loss, box_loss};
+  return out;
 }
 
 }  // namespace mrcnn::model

@@ -19,7 +19,6 @@
 #include <torch/nn/pimpl.h>
 
 #include <array>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,6 +27,7 @@
 #include "model/ops/proposals.h"
 #include "model/ops/sampler.h"
 #include "model/options.h"
+#include "model/stage_losses.h"
 #include "model/targets.h"
 
 namespace mrcnn::model {
@@ -37,7 +37,7 @@ class RPNHeadImpl : public torch::nn::Module {
   RPNHeadImpl(int64_t channels, int64_t num_anchors);
 
   // Per level: objectness [N, A, H, W] and deltas [N, 4A, H, W] (RPN calls it without a graph:
-  // its losses evaluate the same layers at the sampled anchors).
+  // its losses evaluate the same layers at the sampled anchors). See RPNHeadMaps.
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> forward(
       const std::vector<at::Tensor>& features);
 
@@ -55,24 +55,28 @@ struct RPNLabels {
   ops::BalancedPositiveNegativeSampler::Pending draw;  // its candidates, counted on the device
 };
 
-struct RPNOutput {
-  ops::Proposals proposals;                  // boxes [N, P, 4], scores, counts (device)
-  std::map<std::string, at::Tensor> losses;  // training: loss_objectness, loss_rpn_box_reg
-  at::Tensor num_sampled;                    // training: int64 scalar, anchors in the loss
-};
+// The head's maps of every level: objectness [N, A, H, W] and deltas [N, 4A, H, W].
+using RPNHeadMaps = std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>;
 
+// Which proposal counts propose() keeps: training's (pre_nms_top_n_train, post_nms_top_n_train,
+// per batch where post_nms_per_batch_train says so) or the test's.
+enum class ProposalCounts { kTraining, kTest };
+
+// The stage's contract is the RoI heads': propose() for the proposals, label() and losses() for
+// training in two halves, forward_train() as the sequence of those two with the read between.
 class RPNImpl : public torch::nn::Module {
  public:
   RPNImpl(const RPNOptions& options, int64_t channels);
 
-  // features: P2..P6 [N, C, H_l, W_l]; image_sizes: int64 [N, 2] true sizes (CPU);
-  // training selects the _train counts and, with `targets` and `streams`, computes the losses.
-  // head_maps: the head's (objectness, deltas) on the full maps when the caller computed them
-  // (MaskRCNN's CUDA graphs), otherwise computed here.
-  RPNOutput forward(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
-                    bool training, const std::vector<ImageTargets>* targets = nullptr,
-                    SampleStreams* streams = nullptr,
-                    const std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>* head_maps = nullptr);
+  // The head on the full maps of P2..P6, without a graph: the proposals need every location but
+  // no gradient. The losses evaluate the head again at the sampled cells alone (losses()), so
+  // backward keeps no map of the head and does no full-map convolution backward.
+  RPNHeadMaps head_maps(const std::vector<at::Tensor>& features);
+  // Proposals of a batch (constants for the rest of the network): features P2..P6 [N, C, H_l, W_l];
+  // image_sizes int64 [N, 2], the true sizes (CPU); maps: head_maps(features), or the same maps
+  // computed by the caller (MaskRCNN's CUDA graphs).
+  ops::Proposals propose(const std::vector<at::Tensor>& features, const at::Tensor& image_sizes,
+                         const RPNHeadMaps& maps, ProposalCounts counts) const;
 
   // Anchors of every level for the features of a padded batch (one [H*W*A, 4] per level), on the
   // features' device, built there. Kept for the last few batch shapes (grids, strides, dtype,
@@ -84,17 +88,19 @@ class RPNImpl : public torch::nn::Module {
   std::vector<std::array<int64_t, 2>> anchor_strides(const std::vector<at::Tensor>& features) const;
 
   // Training in two halves, so that a caller can read the RPN's sample counts in the copy that
-  // reads other ones (MaskRCNN reads the RoI head's with them): label() matches every anchor to
+  // reads other ones (MaskRCNN reads the RoI heads' with them): label() matches every anchor to
   // the targets and counts the candidates without reading the device; losses() draws the sample
   // from those counts on the host (`host_counts`: labels.draw.counts on the CPU) and evaluates
-  // the head at the sampled anchors: (loss_objectness, loss_rpn_box_reg). forward() with
-  // targets is label(), the read, then losses().
+  // the head at the sampled anchors: loss_objectness and loss_rpn_box_reg, over
+  // counts.sampled anchors of which counts.positive are positives. forward_train() is label(),
+  // the read, then losses().
   RPNLabels label(const std::vector<at::Tensor>& features,
                   const std::vector<ImageTargets>& targets) const;
-  std::pair<at::Tensor, at::Tensor> losses(const std::vector<at::Tensor>& features,
-                                           const RPNLabels& labels, const at::Tensor& host_counts,
-                                           const std::vector<ImageTargets>& targets,
-                                           SampleStreams& streams, at::Tensor* num_sampled) const;
+  StageLosses losses(const std::vector<at::Tensor>& features, const RPNLabels& labels,
+                     const at::Tensor& host_counts, const std::vector<ImageTargets>& targets,
+                     SampleStreams& streams) const;
+  StageLosses forward_train(const std::vector<at::Tensor>& features,
+                            const std::vector<ImageTargets>& targets, SampleStreams& streams) const;
 
   // How losses() evaluates the head at the sampled anchors. kPerLevel groups them by level,
   // which needs each level's number of samples on the host (one read), and multiplies level by
@@ -109,7 +115,16 @@ class RPNImpl : public torch::nn::Module {
   RPNHead head{nullptr};
 
  private:
+  // The sampled anchors of a batch (see rpn.cpp) and the head's predictions at them.
+  struct Sample;
+  struct SampledPredictions;
   ops::BalancedPositiveNegativeSampler sampler() const;
+  // Draws every image's sample from its stream, image after image.
+  Sample draw(const RPNLabels& labels, const at::Tensor& host_counts,
+              const std::vector<ImageTargets>& targets, SampleStreams& streams) const;
+  // The head at the sampled anchors, all levels gathered at once or level by level (LossGather).
+  SampledPredictions predict_all_levels(const std::vector<at::Tensor>& features, const Sample& s) const;
+  SampledPredictions predict_per_level(const std::vector<at::Tensor>& features, const Sample& s) const;
   // Throws std::invalid_argument unless there is one feature level per anchor size.
   void check_levels(const std::vector<at::Tensor>& features) const;
 

@@ -176,8 +176,8 @@ struct Trainer {
     {
       RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());
       const TrainOutput out = model->forward_train(batch, gen);
-      loss = out.total();
-      count_tensors = out.counts;
+      loss = total_loss(out.losses);
+      count_tensors = out.counts();
     }
     {
       RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());

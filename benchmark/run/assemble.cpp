@@ -126,7 +126,7 @@ CocoDataOptions eval_data_options(const SystemConfig& c, c10::Device device) {
           .seed = static_cast<uint64_t>(c.run.seed)};
 }
 
-train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device) {
+train::TrainerOptions trainer_options(const SystemConfig& c) {
   const auto& h = c.hp;
   return {.schedule = {.base_lr = h.base_lr,
                        .warmup_steps = h.warmup_steps,
@@ -140,9 +140,7 @@ train::TrainerOptions trainer_options(const SystemConfig& c, c10::Device device)
           .precision = c.run.precision,
           .gradient_clip_norm = h.gradient_clip_norm,
           .seed = static_cast<uint64_t>(c.run.seed),
-          .same_stream_on_every_rank = c.model.sampling_streams == model::SamplingStreams::kPerImage,
           .overlap_allreduce = c.launch.overlap_allreduce,
-          .device = device,
           .results_every = c.run.results_every_steps};
 }
 

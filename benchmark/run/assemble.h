@@ -63,7 +63,7 @@ data::CocoDatasetOptions dataset_options(const SystemConfig& config, const data:
 CocoDataOptions train_data_options(const SystemConfig& config, c10::Device device);
 CocoDataOptions eval_data_options(const SystemConfig& config, c10::Device device);
 
-train::TrainerOptions trainer_options(const SystemConfig& config, c10::Device device);
+train::TrainerOptions trainer_options(const SystemConfig& config);
 ScorerOptions scorer_options(const SystemConfig& config);
 std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& config);
 LoggedHyperparameters logged_hyperparameters(const SystemConfig& config);

@@ -38,4 +38,8 @@ void MaskRcnnModel::set_training(bool training) { net_->train(training); }
 
 void MaskRcnnModel::set_step_seed(uint64_t seed) { generator_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+bool MaskRcnnModel::samples_keyed_by_image() const {
+  return net_->options().sampling_streams == model::SamplingStreams::kPerImage;
+}
+
 }  // namespace mrcnn::run

@@ -23,6 +23,7 @@ class MaskRcnnModel final : public train::TrainableModel {
   void load_state_dict(const std::map<std::string, at::Tensor>& state) override;
   void set_training(bool training) override;
   void set_step_seed(uint64_t seed) override;
+  bool samples_keyed_by_image() const override;
   model::MaskRCNN& net() { return net_; }
 
  private:

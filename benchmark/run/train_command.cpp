@@ -284,7 +284,7 @@ int train_main(int argc, char** argv) {
   for (const auto& p : model.trainable_parameters()) trainable += p.tensor.numel();
   logging::info(logging::strprintf("network: %lld trainable parameters, %.1f MB of float32 gradients per step",
                                    static_cast<long long>(trainable), static_cast<double>(trainable) * 4 / 1e6));
-  train::Trainer trainer(model, trainer_options(cfg, device), *comm);
+  train::Trainer trainer(model, trainer_options(cfg), *comm);
   if (in.resume) {
     model.load_state_dict(in.resume->model);
     trainer.load_state({.step = in.resume->step, .optimizer = in.resume->optimizer,

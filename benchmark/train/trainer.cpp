@@ -8,6 +8,7 @@
 #include "model/ops/device_faults.h"
 #include "model/ops/implementation.h"
 #include "model/seeding.h"
+#include "model/stage_losses.h"
 
 namespace mrcnn::train {
 
@@ -46,7 +47,7 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
   model_.set_training(true);
   // One stream for all ranks only where images carry their own keys (their ids): without ids an
   // image's key is its position in the batch, the same on every rank.
-  const bool shared = options_.same_stream_on_every_rank && !batch.image_ids.empty();
+  const bool shared = model_.samples_keyed_by_image() && !batch.image_ids.empty();
   model_.set_step_seed(seeding::step_seed(options_.seed, shared ? 0 : comm_.rank(), step_));
   sgd_.zero_grad();
   const auto losses = [&] {
@@ -54,11 +55,7 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     return model_.losses(batch);
   }();
   if (losses.empty()) throw std::runtime_error("the model returned no losses");
-  at::Tensor total;
-  for (const auto& [name, value] : losses) {
-    const at::Tensor l = value.to(at::kFloat);
-    total = total.defined() ? total + l : l;
-  }
+  const at::Tensor total = model::total_loss(losses);
   {
     RECORD_FUNCTION("mrcnn::backward", std::vector<c10::IValue>());
     if (reducer_) reducer_->prepare();

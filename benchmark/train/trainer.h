@@ -1,5 +1,5 @@
-// One training step, the reference's way: forward (under autocast when the precision asks),
-// sum of the named losses, backward (loss-scaled for float16), gradient all-reduce over ranks,
+// One training step, the reference's way: the model's losses (it applies its own precision),
+// their sum (model::total_loss), backward (loss-scaled for float16), gradient all-reduce over ranks,
 // unscale, finite-gradient check, optional clipping by global norm, the loss scale's update and
 // SGD, all on the device: where a gradient or the loss is not finite the update changes nothing
 // (the float16 skip), decided there. None of this waits for the host (on a GPU the network's
@@ -57,6 +57,11 @@ class TrainableModel {
   // before each step with a seed derived from (run seed, step), so a resumed run draws what the
   // uninterrupted run drew without saving generator state.
   virtual void set_step_seed(uint64_t seed) = 0;
+  // Whether the network draws each image's samples from a stream keyed by the image itself (Mask
+  // R-CNN's sampling_streams "per_image"). Then every rank seeds its steps from rank 0's step
+  // stream (for batches that carry image ids), so that an image gets the same samples whichever
+  // rank trains it.
+  virtual bool samples_keyed_by_image() const { return false; }
 };
 
 using model::Precision;
@@ -69,14 +74,9 @@ struct TrainerOptions {
   double gradient_clip_norm = 0.0;
   // The run's seed: step s of rank r draws its samples from seeding::step_seed(seed, r, s).
   uint64_t seed = 0;
-  // Every rank draws from rank 0's step stream (for batches that carry image ids): for a model
-  // whose samples come from per-image streams keyed by the image (model sampling_streams
-  // "per_image"), an image then gets the same samples whichever rank trains it.
-  bool same_stream_on_every_rank = false;
   // Several ranks: reduce gradient buckets while the backward pass runs (GradientReducer), or
   // all of them after it.
   bool overlap_allreduce = true;
-  at::Device device = at::kCPU;
   // Steps between reads of the step results from the device (see the top of this file); 1 reads
   // every step. On a GPU a read is a host synchronization: N > 1 leaves the step without one.
   int64_t results_every = 1;

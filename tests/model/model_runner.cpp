@@ -107,7 +107,7 @@ int run(int argc, char** argv) {
         std::stoull(args.count("seed") ? args["seed"] : "0"));
     const TrainOutput t = model->forward_train(b, gen);
     for (const auto& [name, l] : t.losses) out["loss." + name] = l.detach();
-    for (const auto& [name, c] : t.counts) out["count." + name] = c;
+    for (const auto& [name, c] : t.counts()) out["count." + name] = c;
   }
   if (infer) {
     const Batch b = read_batch(args["batch"], /*with_targets=*/false);

@@ -46,9 +46,9 @@ template <class Same>
 void step_both(MaskRCNN& eager, MaskRCNN& graphed, const Batch& batch, uint64_t seed, Same same) {
   const TrainOutput a = train(eager, batch, seed), b = train(graphed, batch, seed);
   for (const char* name : kLossNames) same(a.losses.at(name), b.losses.at(name), name);
-  for (const auto& [name, c] : a.counts) EXPECT_TRUE(at::equal(c.cpu(), b.counts.at(name).cpu())) << name;
-  a.total().backward();
-  b.total().backward();
+  for (const auto& [name, c] : a.counts()) EXPECT_TRUE(at::equal(c.cpu(), b.counts().at(name).cpu())) << name;
+  total_loss(a.losses).backward();
+  total_loss(b.losses).backward();
   const auto pa = eager->named_parameters(), pb = graphed->named_parameters();
   for (const auto& item : pa) {
     const at::Tensor& ga = item.value().grad();
@@ -149,10 +149,10 @@ TEST(FeatureGraphs, ABackwardThatDoesNotFollowItsForwardIsRefused) {
   const Batch b = make_batch({synthetic_image(128, 96, 2, 2)}, {2});
   const TrainOutput first = train(m, a, 1);
   const TrainOutput second = train(m, b, 2);
-  EXPECT_NE(error_of([&] { first.total().backward(); }).find("a backward must follow its own forward"),
+  EXPECT_NE(error_of([&] { total_loss(first.losses).backward(); }).find("a backward must follow its own forward"),
             std::string::npos);
-  second.total().backward({}, /*retain_graph=*/true);
-  EXPECT_NE(error_of([&] { second.total().backward(); }).find("this backward already ran"), std::string::npos);
+  total_loss(second.losses).backward({}, /*retain_graph=*/true);
+  EXPECT_NE(error_of([&] { total_loss(second.losses).backward(); }).find("this backward already ran"), std::string::npos);
 
   const TrainOutput third = train(m, a, 3);
   {
@@ -161,7 +161,7 @@ TEST(FeatureGraphs, ABackwardThatDoesNotFollowItsForwardIsRefused) {
     p.set_data(p.detach().clone());
   }
   train(m, b, 4);  // drops every graph, then captures b's
-  EXPECT_NE(error_of([&] { third.total().backward(); }).find("were dropped"), std::string::npos);
+  EXPECT_NE(error_of([&] { total_loss(third.losses).backward(); }).find("were dropped"), std::string::npos);
 }
 
 TEST(FeatureGraphs, TheShapeCountIsChecked) {

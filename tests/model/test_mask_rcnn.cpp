@@ -60,11 +60,11 @@ TEST_F(MaskRCNNTest, TrainingGivesTheFiveLossesFinite) {
     EXPECT_GT(value(l), 0.0) << name;
     sum += value(l);
   }
-  EXPECT_NEAR(value(out.total()), sum, 1e-5);
+  EXPECT_NEAR(value(total_loss(out.losses)), sum, 1e-5);
   // RPN: 64 anchors per image; RoI heads: 32 RoIs per image (enough candidates for both).
-  EXPECT_EQ(out.counts.at("rpn_sampled").item<int64_t>(), 128);
-  EXPECT_EQ(out.counts.at("roi_sampled").item<int64_t>(), 64);
-  EXPECT_GT(out.counts.at("roi_positive").item<int64_t>(), 0);
+  EXPECT_EQ(out.counts().at("rpn_sampled").item<int64_t>(), 128);
+  EXPECT_EQ(out.counts().at("roi_sampled").item<int64_t>(), 64);
+  EXPECT_GT(out.counts().at("roi_positive").item<int64_t>(), 0);
 }
 
 TEST_F(MaskRCNNTest, EveryTrainableParameterGetsAGradientAndNoFrozenOne) {
@@ -79,7 +79,7 @@ TEST_F(MaskRCNNTest, EveryTrainableParameterGetsAGradientAndNoFrozenOne) {
     o.rpn.straddle_threshold = -1;
     MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(2));
     const Batch b = make_batch({synthetic_image(96, 128, 3, 3), synthetic_image(64, 96, 2, 4)}, {1, 2});
-    train(m, b, 3).total().backward();
+    total_loss(train(m, b, 3).losses).backward();
     int trainable = 0, frozen = 0;
     for (const auto& p : m->named_parameters()) {
       const at::Tensor& g = p.value().grad();
@@ -117,7 +117,7 @@ TEST_F(MaskRCNNTest, SameSeedSameBitsDifferentSeedDifferentSamples) {
   // Gradients are bit-identical too.
   auto grads = [&](uint64_t seed) {
     m->zero_grad();
-    train(m, b, seed).total().backward();
+    total_loss(train(m, b, seed).losses).backward();
     std::vector<at::Tensor> g;
     for (const auto& p : m->parameters())
       if (p.grad().defined()) g.push_back(p.grad().clone());
@@ -151,15 +151,18 @@ TEST_F(MaskRCNNTest, OneReadForBothHeadsDrawsWhatEachHeadsOwnReadDraws) {
     const std::vector<ImageTargets> targets = slice_targets(b, m->device(), m->dtype());
     SampleStreams streams(mode, gen, image_keys(b));
     const std::vector<at::Tensor> feats = m->fpn->forward(m->backbone->forward(b.images, nullptr));
-    const RPNOutput rpn = m->rpn->forward(feats, b.image_sizes, /*training=*/true, &targets, &streams);
-    const RoIHeadsTrainOutput heads = m->roi_heads->forward_train(feats, rpn.proposals, targets, streams);
+    const ops::Proposals proposals =
+        m->rpn->propose(feats, b.image_sizes, m->rpn->head_maps(feats), ProposalCounts::kTraining);
+    const StageLosses rpn = m->rpn->forward_train(feats, targets, streams);
+    const StageLosses heads = m->roi_heads->forward_train(feats, proposals, targets, streams);
     std::map<std::string, at::Tensor> separate = rpn.losses;
     separate.insert(heads.losses.begin(), heads.losses.end());
     ASSERT_EQ(joint.losses.size(), 5u);
     for (const char* name : kLossNames) EXPECT_TRUE(at::equal(joint.losses.at(name), separate.at(name))) << name;
-    EXPECT_TRUE(at::equal(joint.counts.at("rpn_sampled"), rpn.num_sampled));
-    EXPECT_TRUE(at::equal(joint.counts.at("roi_sampled"), heads.num_sampled));
-    EXPECT_TRUE(at::equal(joint.counts.at("roi_positive"), heads.num_positive));
+    EXPECT_TRUE(at::equal(joint.rpn.sampled, rpn.counts.sampled));
+    EXPECT_TRUE(at::equal(joint.rpn.positive, rpn.counts.positive));
+    EXPECT_TRUE(at::equal(joint.roi.sampled, heads.counts.sampled));
+    EXPECT_TRUE(at::equal(joint.roi.positive, heads.counts.positive));
   }
 }
 
@@ -175,7 +178,7 @@ TEST_F(MaskRCNNTest, PaddingChangesNoLossAndNoDetection) {
     EXPECT_NEAR(value(a.losses.at(name)), value(b.losses.at(name)),
                 1e-5 * std::max(1.0, std::abs(value(a.losses.at(name)))))
         << name;
-  for (const auto& [name, c] : a.counts) EXPECT_TRUE(at::equal(c, b.counts.at(name))) << name;
+  for (const auto& [name, c] : a.counts()) EXPECT_TRUE(at::equal(c, b.counts().at(name))) << name;
 
   const auto da = m->inference(tight), db = m->inference(padded);
   ASSERT_EQ(da.size(), 1u);
@@ -197,7 +200,7 @@ TEST_F(MaskRCNNTest, BatchingChangesNoImagesResult) {
   expect_same_detections(d_both[1], m->inference(only_large)[0]);
 
   const TrainOutput t = train(m, both, 13), s = train(m, only_small, 13), l = train(m, only_large, 13);
-  auto n = [](const TrainOutput& o, const char* c) { return static_cast<double>(o.counts.at(c).item<int64_t>()); };
+  auto n = [](const TrainOutput& o, const char* c) { return static_cast<double>(o.counts().at(c).item<int64_t>()); };
   const std::pair<const char*, const char*> weights[] = {
       {"loss_objectness", "rpn_sampled"}, {"loss_rpn_box_reg", "rpn_sampled"},
       {"loss_classifier", "roi_sampled"}, {"loss_box_reg", "roi_sampled"},
@@ -273,7 +276,7 @@ TEST_F(MaskRCNNTest, MixedPrecisionKeepsFloat32LossesAndTrains) {
     EXPECT_EQ(out.losses.at(name).scalar_type(), at::kFloat) << name;
     EXPECT_TRUE(std::isfinite(value(out.losses.at(name)))) << name;
   }
-  out.total().backward();
+  total_loss(out.losses).backward();
   for (const auto& p : m->named_parameters())
     if (p.value().requires_grad()) {
       ASSERT_TRUE(p.value().grad().defined()) << p.key();
@@ -291,10 +294,10 @@ TEST_F(MaskRCNNTest, ImagesWithoutGroundTruthTrain) {
   for (const char* name : kLossNames) EXPECT_TRUE(std::isfinite(value(out.losses.at(name)))) << name;
   const Batch none = make_batch({synthetic_image(64, 64, 0, 16)}, {3});
   const TrainOutput out2 = train(m, none, 2);
-  EXPECT_EQ(out2.counts.at("roi_positive").item<int64_t>(), 0);
+  EXPECT_EQ(out2.counts().at("roi_positive").item<int64_t>(), 0);
   EXPECT_EQ(value(out2.losses.at("loss_mask")), 0.0);
   EXPECT_EQ(value(out2.losses.at("loss_rpn_box_reg")), 0.0);
-  out2.total().backward();  // a graph with zero gradients, not an error
+  total_loss(out2.losses).backward();  // a graph with zero gradients, not an error
 }
 
 TEST_F(MaskRCNNTest, MalformedBatchesAreClearErrors) {
@@ -365,8 +368,8 @@ TEST_F(MaskRCNNTest, CudaTrainingStepAndInferenceMatchTheCpu) {
     const double c = value(lc.losses.at(name)), g = value(lg.losses.at(name));
     EXPECT_NEAR(g, c, 1e-3 * std::max(1.0, std::abs(c))) << name;
   }
-  lc.total().backward();
-  lg.total().backward();
+  total_loss(lc.losses).backward();
+  total_loss(lg.losses).backward();
   const auto pc = cpu->named_parameters(), pg = dev->named_parameters();
   for (const auto& item : pc) {
     const at::Tensor& gc = item.value().grad();

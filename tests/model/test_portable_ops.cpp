@@ -40,10 +40,10 @@ Step train_step(Implementation impl, uint64_t init_seed, const Batch& batch, uin
   MaskRCNN m(options, at::make_generator<at::CPUGeneratorImpl>(init_seed));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const TrainOutput out = m->forward_train(batch, gen);
-  out.total().backward();
+  total_loss(out.losses).backward();
   Step s;
   for (const auto& [k, v] : out.losses) s.losses[k] = v.item<double>();
-  for (const auto& [k, v] : out.counts) s.counts[k] = v.item<int64_t>();
+  for (const auto& [k, v] : out.counts()) s.counts[k] = v.item<int64_t>();
   for (const auto& p : m->named_parameters())
     if (p.value().grad().defined()) s.grads[p.key()] = p.value().grad().clone();
   return s;

@@ -42,9 +42,8 @@ Result step(RPN& rpn, RPNImpl::LossGather gather, bool channels_last) {
   SampleStreams streams(SamplingStreams::kShared, step_gen, {0, 1});
   rpn->zero_grad();
   rpn->set_loss_gather(gather);
-  const RPNOutput out = rpn->forward(features, at::tensor({128, 160, 128, 160}, at::kLong).view({2, 2}),
-                                     /*training=*/true, &targets, &streams);
-  Result r{out.losses.at("loss_objectness"), out.losses.at("loss_rpn_box_reg"), out.num_sampled, {}, {}};
+  const StageLosses out = rpn->forward_train(features, targets, streams);
+  Result r{out.losses.at("loss_objectness"), out.losses.at("loss_rpn_box_reg"), out.counts.sampled, {}, {}};
   (r.objectness + 3 * r.box_reg).backward();
   for (const at::Tensor& f : features) r.feature_grads.push_back(f.grad());
   for (const at::Tensor& p : rpn->parameters()) r.weight_grads.push_back(p.grad());

@@ -51,13 +51,13 @@ TEST(TrainingStepSyncs, OnCudaTheNetworkReadsTheDeviceOnceAStepAtAnyBatchSize) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
   // A first step warms up the libraries (cuDNN, cuBLAS, the allocator), at a padded shape that no
   // counted batch has (64x64; they pad to 96x128, 128x128 and 160x128).
-  m->forward_train(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})), gen).total().backward();
+  model::total_loss(m->forward_train(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})), gen).losses).backward();
   for (const int images : {1, 2, 4}) {
     const model::Batch b = counted_batch(images);
     SyncCounter counter;
     ASSERT_TRUE(counter.watching_cuda());
     const model::TrainOutput out = m->forward_train(b, gen);
-    out.total().backward();
+    model::total_loss(out.losses).backward();
     EXPECT_EQ(counter.count(), 1) << images << " images of a new shape";
   }
 }
@@ -72,13 +72,13 @@ TEST(TrainingStepSyncs, OnCudaAStepReplayedFromGraphsReadsTheDeviceOnce) {
   model::MaskRCNN m(o, at::make_generator<at::CPUGeneratorImpl>(21));
   m->to(at::kCUDA);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
-  m->forward_train(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})), gen).total().backward();
+  model::total_loss(m->forward_train(on_gpu(make_batch({synthetic_image(64, 64, 2, 31)}, {1})), gen).losses).backward();
   for (const int images : {1, 2, 4}) {
     const model::Batch b = counted_batch(images);
     for (const char* step : {"capturing", "replayed"}) {
       SyncCounter counter;
       ASSERT_TRUE(counter.watching_cuda());
-      m->forward_train(b, gen).total().backward();
+      model::total_loss(m->forward_train(b, gen).losses).backward();
       if (std::string(step) == "replayed") {
         EXPECT_EQ(counter.count(), 1) << images << " images";
       }
@@ -105,7 +105,6 @@ TEST(TrainingStepSyncs, OnCudaTheTrainerAddsOnlyItsResultsReadEveryNSteps) {
                    .precision = model::Precision::kFloat16,
                    .gradient_clip_norm = 100,
                    .seed = 3,
-                   .device = at::kCUDA,
                    .results_every = 3},
                   *comm);
   // Warm-up (libraries, the allocator, the scaler's state moved to the device), read at once.
