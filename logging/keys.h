@@ -55,6 +55,11 @@ inline constexpr std::string_view kOptWeightDecay = "opt_weight_decay";
 inline constexpr std::string_view kThroughput = "throughput";
 inline constexpr std::string_view kTrackedStats = "tracked_stats";
 
+// ---- the project's own (the checker ignores keys it does not know) -----------------------------
+inline constexpr std::string_view kEvalInferenceSeconds = "eval_inference_seconds";  // per epoch
+inline constexpr std::string_view kResumedFromCheckpoint = "resumed_from_checkpoint";
+inline constexpr std::string_view kRunFingerprint = "run_fingerprint";  // its summary; the file beside the log
+
 }  // namespace mrcnn::logging::key
 
 namespace mrcnn::logging::meta {

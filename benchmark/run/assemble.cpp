@@ -1,26 +1,19 @@
 #include "benchmark/run/assemble.h"
 
-#include <ATen/Context.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/device_backend.h"
 #include "benchmark/run/command_line.h"
-#include "benchmark/run/host_memory.h"
 #include "benchmark/run/launch_plan.h"
 #include "benchmark/train/checkpoint.h"
 #include "eval/coco.h"
 #include "logging/console.h"
-#include "model/safetensors.h"
 #include "model/seeding.h"
-#include "model/ops/implementation.h"
 #include "model/weights.h"
 
 namespace mrcnn::run {
@@ -33,42 +26,6 @@ c10::Device device_of(const SystemConfig& c, int local_rank) {
   if ((device.is_cuda() || device.is_xpu()) && !device.has_index())
     device = c10::Device(device.type(), static_cast<c10::DeviceIndex>(accelerator_of(c, local_rank)));
   return device;
-}
-
-std::string cublas_workspace_for_determinism(const char* current) {
-  if (current == nullptr || *current == '\0') return ":4096:8";
-  const std::string v = current;
-  if (v == ":4096:8" || v == ":16:8") return "";
-  throw ConfigError("environment: CUBLAS_WORKSPACE_CONFIG=" + v +
-                    ": run.deterministic on a CUDA device needs :4096:8 or :16:8 (cuBLAS is not deterministic "
-                    "otherwise); unset it or set one of those");
-}
-
-void apply_launch_settings(const SystemConfig& c, int local_rank) {
-  load_backend_library(c);  // the device's bridge (check_inputs has checked it registers the device)
-  at::set_num_threads(static_cast<int>(c.launch.threads_per_rank));
-  ops::set_implementation(ops::parse_implementation(c.run.ops));
-  if (!apply_host_memory(host_memory_from_string(c.launch.host_memory)))
-    logging::warn("launch.host_memory \"" + c.launch.host_memory +
-                  "\" cannot be applied with this C library: freed host memory goes back to the system");
-  const c10::Device device = device_of(c, local_rank);
-  // float32 is IEEE float32 on every device. LibTorch lets cuDNN run float32 convolutions in TF32
-  // (10-bit mantissas) on Ampere and newer GPUs by default: an fp32 run would not compute what its
-  // precision names, nor agree with the CPU. (float16 runs convolve in float16 either way.)
-  at::globalContext().setAllowTF32CuDNN(false);
-  at::globalContext().setAllowTF32CuBLAS(false);
-  if (c.run.deterministic) {
-    if (device.is_cuda()) {
-      // Read by cuBLAS when it creates its handle: before the first kernel.
-      if (const std::string v = cublas_workspace_for_determinism(std::getenv("CUBLAS_WORKSPACE_CONFIG")); !v.empty())
-        ::setenv("CUBLAS_WORKSPACE_CONFIG", v.c_str(), /*overwrite=*/1);
-    }
-    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
-    at::globalContext().setDeterministicCuDNN(true);
-    at::globalContext().setBenchmarkCuDNN(false);
-  }
-  // Kernels and allocations without an explicit device go to the rank's own GPU.
-  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(device);
 }
 
 void check_inputs(const SystemConfig& c) {
@@ -154,22 +111,6 @@ std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& c) {
                                                          .device_stride = c.launch.ranks_per_node > 1 ? stride : 1});
 }
 
-LoggedHyperparameters logged_hyperparameters(const SystemConfig& c) {
-  return {.global_batch_size = c.hp.global_batch_size,
-          .gradient_accumulation_steps = c.hp.gradient_accumulation_steps,
-          .num_image_candidates = c.hp.num_image_candidates,
-          .base_lr = c.hp.base_lr,
-          .warmup_steps = c.hp.warmup_steps,
-          .warmup_factor = c.hp.warmup_factor,
-          .decay_steps = c.hp.decay_steps,
-          .decay_factor = c.hp.decay_factor,
-          .weight_decay = c.hp.weight_decay,
-          .momentum = c.hp.momentum,
-          .gradient_clip_norm = c.hp.gradient_clip_norm,
-          .min_image_size = c.data.transform.min_size,
-          .max_image_size = c.data.transform.max_size};
-}
-
 std::string resume_fingerprint(const SystemConfig& c) {
   logging::Json data = c.resolved["data"];
   data.erase("annotation_source");  // the index and the JSON give the same batches
@@ -198,13 +139,7 @@ model::MaskRCNN make_network(const SystemConfig& c, c10::Device device) {
 
 model::MaskRCNN load_network(const SystemConfig& c, const std::string& path) {
   model::MaskRCNN net(c.model);
-  const model::TensorFile f = model::read_safetensors(path);
-  if (f.metadata.contains("checksum_fnv1a64")) {  // a training checkpoint
-    const train::Checkpoint ck = train::load_checkpoint(path);
-    model::load_named_tensors(*net, ck.model, {}, path);
-  } else {
-    model::load_named_tensors(*net, f.tensors, {}, path);
-  }
+  model::load_named_tensors(*net, train::network_tensors(path), {}, path);
   net->to(device_of(c));
   net->eval();
   return net;

@@ -3,8 +3,11 @@
 // build a component's options themselves, so one system value means one thing everywhere.
 //
 //   SystemConfig ─► device, the network, dataset and loader options (train, validation),
-//                   train::TrainerOptions, ScorerOptions, the communicator, the logged
-//                   hyperparameters, and the COCO parts of the timed run
+//                   train::TrainerOptions, ScorerOptions, the communicator, and the COCO parts
+//                   of the timed run
+//
+// The process's own settings are process_settings.h's; the log's hyperparameters are read from
+// the configuration itself (init_log.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,24 +34,6 @@ using config::SystemConfig;
 // run.device; "cuda" (or "xpu") without an index is the GPU of the rank's index on its node.
 c10::Device device_of(const SystemConfig& config, int local_rank = 0);
 
-// The process settings, applied by every command before its first kernel:
-// - launch.backend_library loaded (run/device_backend.h; check_inputs checks that it registers
-//   run.device) and run.ops chosen for the custom ops (model/ops/implementation.h);
-// - launch: LibTorch's intra-op threads (threads_per_rank) and what happens to freed host memory
-//   (host_memory, run/host_memory.h; a warning where the C library cannot retain it);
-// - run.deterministic: LibTorch's deterministic algorithms, cuDNN's deterministic kernels with its
-//   autotuner off, and for a CUDA device cuBLAS's deterministic workspace
-//   (CUBLAS_WORKSPACE_CONFIG, see cublas_workspace_for_determinism);
-// - a CUDA device: the process's current GPU is the one device_of() gives the rank.
-// Throws ConfigError when the backend library cannot be loaded, or when the environment holds a
-// CUBLAS_WORKSPACE_CONFIG that cuBLAS does not make deterministic.
-void apply_launch_settings(const SystemConfig& config, int local_rank = 0);
-
-// The CUBLAS_WORKSPACE_CONFIG a deterministic CUDA run sets, given the environment's value
-// (nullptr: unset): ":4096:8" when unset, "" (keep it) when it is one of the two values cuBLAS
-// documents as deterministic (":4096:8", ":16:8"). Throws ConfigError on any other value.
-std::string cublas_workspace_for_determinism(const char* current);
-
 // Checks before anything is written that the inputs the configuration names exist (the dataset
 // folder with both splits, the initial weights) and that the device can be used; throws
 // ConfigError naming the file or key.
@@ -66,7 +51,6 @@ CocoDataOptions eval_data_options(const SystemConfig& config, c10::Device device
 train::TrainerOptions trainer_options(const SystemConfig& config);
 ScorerOptions scorer_options(const SystemConfig& config);
 std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& config);
-LoggedHyperparameters logged_hyperparameters(const SystemConfig& config);
 
 // The settings a checkpoint must agree with to resume (model, data, hyperparameters, seed and
 // rank count), as a hash.

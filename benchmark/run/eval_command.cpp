@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "benchmark/run/assemble.h"
+#include "benchmark/run/process_settings.h"
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/device_backend.h"

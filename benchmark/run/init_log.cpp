@@ -16,8 +16,9 @@ void log_submission(logging::MLLogger& mllog, const SubmissionInfo& info, bool c
   mllog.log(key::kCacheClear, cache_cleared);
 }
 
-void log_hyperparameters(logging::MLLogger& mllog, int64_t seed, const LoggedHyperparameters& hp) {
-  mllog.log(key::kSeed, seed);
+void log_hyperparameters(logging::MLLogger& mllog, const config::SystemConfig& config) {
+  const config::Hyperparameters& hp = config.hp;
+  mllog.log(key::kSeed, config.run.seed);
   mllog.log(key::kGlobalBatchSize, hp.global_batch_size);
   mllog.log(key::kGradientAccumulationSteps, hp.gradient_accumulation_steps);
   mllog.log(key::kNumImageCandidates, hp.num_image_candidates);
@@ -30,8 +31,8 @@ void log_hyperparameters(logging::MLLogger& mllog, int64_t seed, const LoggedHyp
   mllog.log(key::kOptLearningRateDecayFactor, hp.decay_factor);
   mllog.log(key::kOptLearningRateDecaySteps, Json(hp.decay_steps));
   if (hp.gradient_clip_norm > 0) mllog.log(key::kOptGradientClipNorm, hp.gradient_clip_norm);
-  mllog.log(key::kMinImageSize, hp.min_image_size);
-  mllog.log(key::kMaxImageSize, hp.max_image_size);
+  mllog.log(key::kMinImageSize, config.data.transform.min_size);
+  mllog.log(key::kMaxImageSize, config.data.transform.max_size);
 }
 
 void log_weights_initialization(logging::MLLogger& mllog, const std::vector<std::string>& tensor_names) {

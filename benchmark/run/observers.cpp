@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "benchmark/run/run_fingerprint.h"
 #include "benchmark/train/checkpoint.h"
 #include "logging/console.h"
+#include "logging/keys.h"
 
 namespace mrcnn::run {
 
@@ -87,17 +89,30 @@ CheckpointWriter::CheckpointWriter(std::string dir, train::TrainableModel& model
 }
 
 void CheckpointWriter::epoch_done(int64_t epoch) {
-  train::TrainerState t = trainer_.state();
   train::Checkpoint ck{.epoch = epoch,
-                       .step = t.step,
                        .seed = seed_,
-                       .loss_scale = t.loss_scale,
-                       .scaler_good_steps = t.scaler_good_steps,
                        .config_fingerprint = fingerprint_,
                        .model = model_.state_dict(),
-                       .optimizer = std::move(t.optimizer)};
+                       .trainer = trainer_.state()};
   train::save_checkpoint((std::filesystem::path(dir_) / ("epoch_" + std::to_string(epoch) + ".safetensors")).string(),
                          ck);
+}
+
+FingerprintWriter::FingerprintWriter(const config::SystemConfig& config, int world_size,
+                                     const std::string& communicator, std::string path, std::string log_path,
+                                     logging::MLLogger& mllog)
+    : config_(config),
+      path_(std::move(path)),
+      log_path_(std::move(log_path)),
+      fingerprint_(run_fingerprint(config, world_size, communicator)) {
+  analysis::write_fingerprint(fingerprint_, path_);
+  mllog.log(logging::key::kRunFingerprint, analysis::fingerprint_summary(fingerprint_),
+            logging::Json{{"file", std::filesystem::path(path_).filename().string()}});
+}
+
+void FingerprintWriter::run_stopped() {
+  add_data_fingerprint(fingerprint_, config_, log_path_);
+  analysis::write_fingerprint(fingerprint_, path_);
 }
 
 }  // namespace mrcnn::run

@@ -4,6 +4,8 @@
 //                     gradient norm) and per scored epoch (bbox, segm, scoring seconds)
 //   ProgressDisplay   a progress bar per training epoch and per validation pass (stderr)
 //   CheckpointWriter  checkpoints/epoch_<N>.safetensors after each epoch (train/checkpoint.h)
+//   FingerprintWriter fingerprint.json: what decides the run's numbers besides the seed (for
+//                     `audit`), written before run_start and completed with the data's after run_stop
 //
 // Each is attached by the command that wants it, on the rank that should do it (rank 0).
 #pragma once
@@ -13,6 +15,8 @@
 #include <mutex>
 #include <string>
 
+#include "benchmark/analysis/fingerprint.h"
+#include "benchmark/config/system_config.h"
 #include "benchmark/run/timed_run.h"
 #include "benchmark/train/trainer.h"
 #include "logging/progress.h"
@@ -64,6 +68,22 @@ class CheckpointWriter final : public RunObserver {
   const train::Trainer& trainer_;
   uint64_t seed_;
   std::string fingerprint_;
+};
+
+class FingerprintWriter final : public RunObserver {
+ public:
+  // Writes the fingerprint of everything but the data (run_fingerprint.h) to `path` and logs its
+  // summary (key::kRunFingerprint) to `mllog`, now: in the init phase. `communicator`: the backend
+  // the ranks run on. `config` must outlive the writer.
+  FingerprintWriter(const config::SystemConfig& config, int world_size, const std::string& communicator,
+                    std::string path, std::string log_path, logging::MLLogger& mllog);
+  // Adds the data's checksums and counts, and writes the file again.
+  void run_stopped() override;
+
+ private:
+  const config::SystemConfig& config_;
+  std::string path_, log_path_;
+  analysis::Json fingerprint_;
 };
 
 }  // namespace mrcnn::run

@@ -9,6 +9,7 @@
 #include "benchmark/data/image_codec.h"
 #include "benchmark/data/resample.h"
 #include "benchmark/run/assemble.h"
+#include "benchmark/run/process_settings.h"
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/device_backend.h"

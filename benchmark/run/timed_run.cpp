@@ -136,7 +136,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     });
     // The time training stood still for this epoch's validation (scoring goes on in the background).
     const double inference_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_t0).count();
-    mllog_.log(kEvalInferenceKey, inference_s, Json{{meta::kEpochNum, epoch}});
+    mllog_.log(key::kEvalInferenceSeconds, inference_s, Json{{meta::kEpochNum, epoch}});
     notify([&](RunObserver& o) { o.eval_done(epoch, inference_s); });
     if (!options_.async_eval) scorer_->wait_all();
     stop = target_reached();
@@ -208,6 +208,13 @@ RunResult TimedRun::run() {
       result_.stop_reason = "unknown error";
     }
     if (scorer_) scorer_->wait_all();
+    for (RunObserver* o : options_.observers) {
+      try {
+        o->run_stopped();
+      } catch (const std::exception& e) {
+        logging::warn(std::string("after the aborted run: ") + e.what());
+      }
+    }
     throw;
   }
 
@@ -222,6 +229,7 @@ RunResult TimedRun::run() {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Scores of epochs after convergence may still be running; they are not logged.
   scorer_->wait_all();
+  for (RunObserver* o : options_.observers) o->run_stopped();
   if (comm_.is_main()) {
     if (result_.success)
       logging::info(logging::strprintf("time to train: %.1f s (%.2f min), targets reached at epoch %lld",

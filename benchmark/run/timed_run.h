@@ -58,9 +58,8 @@ class DataSource {
   virtual logging::Json sample_metadata() const { return logging::Json::object(); }
 };
 
-// A free-form log event after each epoch's validation inference: its wall time in seconds
-// (value), with epoch_num. Not an MLPerf key; the compliance checker ignores it.
-inline constexpr const char* kEvalInferenceKey = "eval_inference_seconds";
+// After each epoch's validation inference, the project's own event key::kEvalInferenceSeconds
+// (logging/keys.h): its wall time in seconds, with epoch_num; the compliance checker ignores it.
 
 struct Accuracy {
   double bbox = 0;  // COCO AP@[.5:.95], a fraction
@@ -108,6 +107,9 @@ class RunObserver {
   virtual void eval_done(int64_t /*epoch*/, double /*inference_seconds*/) {}
   // After eval_accuracy and eval_stop are logged for `epoch`.
   virtual void scored(int64_t /*epoch*/, const Accuracy& /*accuracy*/) {}
+  // After run_stop is logged, whether the run succeeded or aborted: outside the timed region,
+  // where the data may be touched. An observer's error here after an abort is logged, not thrown.
+  virtual void run_stopped() {}
 };
 
 struct TimedRunOptions {

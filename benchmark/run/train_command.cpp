@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "benchmark/analysis/sha256.h"
 #include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/run/assemble.h"
+#include "benchmark/run/process_settings.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/run/observers.h"
@@ -98,9 +100,9 @@ void log_init(logging::MLLogger& mllog, const TrainInputs& in, bool cache_cleare
   const SystemConfig& cfg = in.config;
   log_submission(mllog, cfg.submission, cache_cleared);
   mllog.log(key::kInitStart);
-  log_hyperparameters(mllog, cfg.run.seed, logged_hyperparameters(cfg));
+  log_hyperparameters(mllog, cfg);
   if (in.resume)
-    mllog.log("resumed_from_checkpoint", logging::Json{{"file", in.resume_path}, {"epoch", in.resume->epoch}},
+    mllog.log(key::kResumedFromCheckpoint, logging::Json{{"file", in.resume_path}, {"epoch", in.resume->epoch}},
               logging::Json{{"note", "a resumed run is not a timed MLPerf run"}});
 }
 
@@ -114,7 +116,8 @@ std::vector<std::string> initialized_tensor_names(const model::ModelOptions& opt
 // checkpoints). Returns the exit status: 0 targets reached, 3 not reached, 1 an error, 2 unusable
 // data, 128 + N a stop signal N (run_stop "aborted" is logged in the last three cases).
 int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& model, train::Trainer& trainer,
-              comm::Communicator& comm, c10::Device device, const RunFolder& folder) {
+              comm::Communicator& comm, c10::Device device, const RunFolder& folder,
+              FingerprintWriter* fingerprint) {
   const SystemConfig& cfg = in.config;
   std::unique_ptr<MetricsFile> metrics;
   ProgressDisplay progress;
@@ -123,6 +126,7 @@ int run_timed(const TrainInputs& in, logging::MLLogger& mllog, MaskRcnnModel& mo
   TimedRunOptions opts{.first_epoch = in.resume ? in.resume->epoch + 1 : 1, .max_epochs = cfg.run.max_epochs,
                        .target_bbox = cfg.run.target_bbox, .target_segm = cfg.run.target_segm,
                        .async_eval = cfg.run.async_eval};
+  if (fingerprint) opts.observers.push_back(fingerprint);
   if (comm.is_main()) {
     metrics = std::make_unique<MetricsFile>(folder.metrics().string(), /*append=*/in.resume != nullptr);
     opts.observers.push_back(metrics.get());
@@ -269,13 +273,10 @@ int train_main(int argc, char** argv) {
   logging::MLLogger mllog({.to_stdout = !in.quiet, .file_path = main_rank ? folder.log().string() : "",
                            .truncate_file = true, .rank = comm->rank()});
   log_init(mllog, in, clear_page_caches(*comm, cfg.run.cache_clear));
-  analysis::Json fingerprint;  // rank 0: what decides the run's numbers besides the seed, for `audit`
-  if (main_rank) {
-    fingerprint = run_fingerprint(cfg, comm->world_size(), comm->backend());
-    analysis::write_fingerprint(fingerprint, folder.fingerprint().string());
-    mllog.log("run_fingerprint", analysis::fingerprint_summary(fingerprint),
-              logging::Json{{"file", folder.fingerprint().filename().string()}});
-  }
+  std::optional<FingerprintWriter> fingerprint;  // rank 0
+  if (main_rank)
+    fingerprint.emplace(cfg, comm->world_size(), comm->backend(), folder.fingerprint().string(),
+                        folder.log().string(), mllog);
   const c10::Device device = device_of(cfg, comm->local_rank());
   model::MaskRCNN net = make_network(cfg, device);
   log_weights_initialization(mllog, initialized_tensor_names(cfg.model));
@@ -287,17 +288,12 @@ int train_main(int argc, char** argv) {
   train::Trainer trainer(model, trainer_options(cfg), *comm);
   if (in.resume) {
     model.load_state_dict(in.resume->model);
-    trainer.load_state({.step = in.resume->step, .optimizer = in.resume->optimizer,
-                        .loss_scale = in.resume->loss_scale, .scaler_good_steps = in.resume->scaler_good_steps});
+    trainer.load_state(in.resume->trainer);
   }
   if (comm->world_size() > 1) broadcast_weights(model, *comm);
   mllog.log(key::kInitStop);
 
-  const int status = run_timed(in, mllog, model, trainer, *comm, device, folder);
-  if (main_rank) {  // after run_stop: the data may be touched now
-    add_data_fingerprint(fingerprint, cfg, folder.log().string());
-    analysis::write_fingerprint(fingerprint, folder.fingerprint().string());
-  }
+  const int status = run_timed(in, mllog, model, trainer, *comm, device, folder, fingerprint ? &*fingerprint : nullptr);
   if (status != 0 && status != 3) return status;
   if (main_rank) {  // after run_stop, outside the timed region: the trained weights, for eval and predict
     model::save_weights(*net, folder.weights().string(),

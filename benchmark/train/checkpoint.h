@@ -14,17 +14,16 @@
 #include <map>
 #include <string>
 
+#include "benchmark/train/trainer_state.h"
+
 namespace mrcnn::train {
 
 struct Checkpoint {
   int64_t epoch = 0;  // the last finished epoch (1-based); a resumed run starts at epoch + 1
-  int64_t step = 0;   // optimizer steps taken
   uint64_t seed = 0;
-  double loss_scale = 1.0;
-  int64_t scaler_good_steps = 0;
   std::string config_fingerprint;  // of the settings that must match to resume
   std::map<std::string, at::Tensor> model;
-  std::map<std::string, at::Tensor> optimizer;
+  TrainerState trainer;  // step, momentum buffers, loss scaler
 };
 
 // Throws std::runtime_error naming the file on an I/O failure.
@@ -33,6 +32,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Throws std::runtime_error naming the file and the problem: not a checkpoint, a checksum
 // mismatch (corrupt), a missing field.
 Checkpoint load_checkpoint(const std::string& path);
+
+// The network's tensors of a file that holds one, by name: a training checkpoint's "model/"
+// tensors (verified as load_checkpoint verifies them), or a plain weights file's tensors. Throws
+// std::runtime_error naming the file.
+std::map<std::string, at::Tensor> network_tensors(const std::string& path);
 
 // FNV-1a 64 of a byte range, continuing from `hash` (start with kFnvOffset).
 inline constexpr uint64_t kFnvOffset = 14695981039346656037ULL;

@@ -33,6 +33,7 @@
 #include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/lr_schedule.h"
 #include "benchmark/train/sgd.h"
+#include "benchmark/train/trainer_state.h"
 #include "model/options.h"
 #include "model/structures.h"
 
@@ -100,13 +101,6 @@ struct StepResult {
   // When the host had queued the step's work. A device's results are read every
   // results_every_steps steps, several at once: the read's time is the last one's, not theirs.
   std::chrono::steady_clock::time_point queued{};
-};
-
-struct TrainerState {
-  int64_t step = 0;  // optimizer steps taken
-  std::map<std::string, at::Tensor> optimizer;  // momentum buffers by parameter name
-  double loss_scale = 1.0;
-  int64_t scaler_good_steps = 0;
 };
 
 class Trainer {

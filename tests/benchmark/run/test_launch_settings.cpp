@@ -10,6 +10,7 @@
 
 #include "benchmark/config/system_config.h"
 #include "benchmark/run/assemble.h"
+#include "benchmark/run/process_settings.h"
 
 namespace mrcnn::run {
 namespace {

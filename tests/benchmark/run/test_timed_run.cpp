@@ -49,9 +49,11 @@ struct ToyRun {
     logging::MLLogger mllog({.to_stdout = false, .file_path = log_path.string(), .truncate_file = true});
     log_submission(mllog, {.org = "test", .division = "closed", .status = "onprem", .platform = "1xCPU"}, true);
     mllog.log(logging::key::kInitStart);
-    log_hyperparameters(mllog, static_cast<int64_t>(seed),
-                        {.global_batch_size = 8, .num_image_candidates = 1000, .base_lr = 0.01, .warmup_steps = 5,
-                         .warmup_factor = 0.1, .decay_steps = {30, 40}});
+    config::SystemConfig config;
+    config.run.seed = static_cast<int64_t>(seed);
+    config.hp = {.global_batch_size = 8, .base_lr = 0.01, .warmup_steps = 5, .warmup_factor = 0.1,
+                 .decay_steps = {30, 40}, .num_image_candidates = 1000};
+    log_hyperparameters(mllog, config);
     ToyModel model;
     model.nan_at_step_ = nan_at_step;
     model.fail_at_step_ = fail_at_step;
