@@ -1,16 +1,17 @@
-// The COCO annotation model and its readers: ground-truth datasets (instances_*.json) and
-// results files (detections), plus the in-memory way to build results without a JSON round trip.
+// The COCO annotation model and its ground-truth reader: images, categories, annotations and
+// their segmentations, a Dataset with its lookups, load_dataset / parse_dataset for
+// instances_*.json, and Detection, the in-memory form of one result (make_detection builds one
+// without a JSON round trip). Results files are read by results_reader.h.
 //
-// Reading is one pass over the file with JsonCursor (no document tree); results files are read in
-// parallel pieces with a fast path for the usual detection (see ResultsReadOptions). Every error
-// is a CocoError whose one-line message names the file, the byte offset (line, column), the
-// element ("annotations[17].bbox") and what was expected.
+// Reading is one pass over the file with JsonCursor (no document tree). Every error is a
+// CocoError whose one-line message names the file, the byte offset (line, column), the element
+// ("annotations[17].bbox") and what was expected.
 //
 // Ownership: a Dataset owns all its data (plain vectors and strings); it is a value, copyable and
 // movable. Lookups (find_image, annotations_of_image, ...) use an index that load_dataset()
 // builds; after changing the vectors by hand call build_index() again. A const Dataset is safe to
-// read from many threads at once. Detections read by load_results share the mapped file (see
-// there).
+// read from many threads at once. A Detection owns its data, except the compressed counts of one
+// read by load_results, which share the mapped file (see CompressedCounts and results_reader.h).
 #pragma once
 
 #include <array>
@@ -181,7 +182,7 @@ Dataset parse_dataset(std::string_view json, const std::string& source);
 // ---- results (detections) ---------------------------------------------------------------------
 
 // One detection, as in a COCO results file: {"image_id", "category_id", "bbox", "score",
-// "segmentation"}; bbox and/or segmentation may be absent.
+// "segmentation"}; bbox and/or segmentation may be absent. results_reader.h reads such files.
 struct Detection {
   uint64_t image_id = 0;
   uint64_t category_id = 0;
@@ -190,40 +191,6 @@ struct Detection {
   std::array<double, 4> bbox{};  // x, y, width, height in original image pixels, if has_bbox
   Segmentation segmentation;     // kNone if absent
 };
-
-// Reads a results file: a JSON array of detections. Only the file's own validity is checked here
-// (syntax, types, finite numbers, non-negative box sizes, well-formed segmentations); whether the
-// ids exist in the ground truth is checked when the results are evaluated against it. An empty
-// array is refused (pycocotools cannot load one either); build an empty vector in memory instead.
-//
-// load_results maps the file and the detections' compressed counts refer to it (no copy): the
-// mapping lives as long as any of them (or a copy) does, even after the file is deleted. Replace
-// a results file by renaming a new one over it, as this project's writers do, not by rewriting it
-// in place while something reads it (a file truncated under a mapping faults its reader).
-// parse_results copies what it keeps from `json`.
-std::vector<Detection> load_results(const std::string& path);
-std::vector<Detection> parse_results(std::string_view json, const std::string& source);
-
-// How the results reader works (the defaults are what the two functions above use). The array is
-// cut into one piece per thread at element boundaries; each piece is parsed on its own thread
-// and the detections are concatenated in file order. Each element goes through a fast path for
-// the usual shape ({"image_id", "category_id", "score", "bbox", "segmentation": compressed RLE},
-// keys in any order, no escapes but \\ \" \/ in the counts); anything else (other keys,
-// polygons, uncompressed RLE, other escapes, ...) is read by JsonCursor. The fast path learns
-// an element's layout (its bytes around the values) and reads the next elements by comparing
-// those bytes and converting only the values, as long as they match. A cut is trusted only when the piece before it ends
-// exactly there; otherwise, and whenever anything is malformed, the whole text is read again in
-// one sequential pass through JsonCursor alone, which gives the error message (file, byte, line,
-// column, element, expectation). The detections and the errors are the same whatever the
-// options.
-struct ResultsReadOptions {
-  int threads = 0;                   // 0: all hardware threads
-  size_t min_piece_bytes = 1 << 20;  // texts shorter than two of these are read on one thread
-  bool fast_path = true;             // false with threads = 1: JsonCursor alone (the reference)
-};
-std::vector<Detection> load_results(const std::string& path, const ResultsReadOptions& options);
-std::vector<Detection> parse_results(std::string_view json, const std::string& source,
-                                     const ResultsReadOptions& options);
 
 // Building results in memory (what the trainer does): fill Detection directly, e.g.
 //   Detection d;  d.image_id = id;  d.category_id = coco_cat;  d.score = s;

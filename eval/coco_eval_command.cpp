@@ -12,6 +12,7 @@
 
 #include "eval/coco.h"
 #include "eval/coco_eval.h"
+#include "eval/results_reader.h"
 #include "logging/arguments.h"
 
 namespace mrcnn::eval {

@@ -253,11 +253,16 @@ Rle from_counts(std::vector<uint32_t> counts, uint32_t h, uint32_t w) {
 // the run boundaries. The dense walk is streamed instead of stored, so far-away vertices cost time
 // proportional to their distance but no memory.
 
-Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
-  check_size(h, w);
+namespace {
+
+// The vertices scaled by 5 and rounded as the reference's casts do, the first one repeated at the
+// end (the closing edge). Throws on a vertex that is not finite or beyond +-1e8 (5 * v must stay
+// in int range, as the reference's casts need).
+void upsample_vertices(const double* xy, size_t k, std::vector<int>& x, std::vector<int>& y) {
   constexpr double kScale = 5;
-  constexpr double kMaxCoord = 1e8;  // keeps 5*v in int range, as the reference's casts need
-  std::vector<int> x(k + 1), y(k + 1);
+  constexpr double kMaxCoord = 1e8;
+  x.assign(k + 1, 0);
+  y.assign(k + 1, 0);
   for (size_t j = 0; j < k; ++j) {
     const double vx = xy[2 * j], vy = xy[2 * j + 1];
     if (!std::isfinite(vx) || !std::isfinite(vy) || std::fabs(vx) > kMaxCoord ||
@@ -271,62 +276,85 @@ Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
     x[k] = x[0];
     y[k] = y[0];
   }
-  std::vector<uint32_t> a;
-  // Boundary point handling (the reference's second loop) applied to each dense point in turn.
-  bool have_prev = false;
-  int pu = 0, pv = 0;
-  const double w_last = static_cast<double>(static_cast<uint64_t>(w) - 1);  // w >= 1 checked below
-  auto visit = [&](int u, int v) {
-    // (xd + .5) / 5 - .5 is a whole number exactly when xd = 5n + 2; test that in integers
-    // first (4 of 5 points fail it), then take the reference's floating-point path unchanged.
-    const int xi_raw = u < pu ? u : u - 1;
-    if (have_prev && u != pu && ((xi_raw % 5) + 5) % 5 == 2) {
-      double xd = static_cast<double>(xi_raw);
-      xd = (xd + .5) / kScale - .5;
-      if (!(std::floor(xd) != xd || xd < 0 || xd > w_last)) {
-        double yd = static_cast<double>(v < pv ? v : pv);
-        yd = (yd + .5) / kScale - .5;
-        if (yd < 0) yd = 0;
-        else if (yd > h) yd = h;
-        yd = std::ceil(yd);
-        const int xi = static_cast<int>(xd), yi = static_cast<int>(yd);
-        a.push_back(static_cast<uint32_t>(xi * static_cast<int>(h) + yi));
-      }
+}
+
+// The reference's first loop, streamed: visit(u, v) for every dense integer point of every edge
+// of the upsampled polygon, in the reference's order (an edge is walked from the end with the
+// smaller major coordinate, its points then visited from the far end when it was flipped).
+template <class Visit>
+void walk_edges(const std::vector<int>& x, const std::vector<int>& y, size_t k, Visit&& visit) {
+  for (size_t j = 0; j < k; ++j) {
+    int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
+    const int dx = std::abs(xe - xs), dy = std::abs(ys - ye);
+    const bool flip = (dx >= dy && xs > xe) || (dx < dy && ys > ye);
+    if (flip) {
+      std::swap(xs, xe);
+      std::swap(ys, ye);
     }
-    pu = u;
-    pv = v;
-    have_prev = true;
-  };
-  if (w > 0 && h > 0) {
-    for (size_t j = 0; j < k; ++j) {
-      int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
-      const int dx = std::abs(xe - xs), dy = std::abs(ys - ye);
-      const bool flip = (dx >= dy && xs > xe) || (dx < dy && ys > ye);
-      if (flip) {
-        std::swap(xs, xe);
-        std::swap(ys, ye);
+    if (dx == 0 && dy == 0) {
+      // A repeated vertex: one point whose column equals its neighbours', so it never becomes a
+      // boundary point (the reference computes 0/0 here and never uses the result).
+      visit(xs, ys);
+      continue;
+    }
+    const double s = dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
+    if (dx >= dy) {
+      for (int d = 0; d <= dx; ++d) {
+        const int t = flip ? dx - d : d;
+        visit(t + xs, static_cast<int>(ys + s * t + .5));
       }
-      if (dx == 0 && dy == 0) {
-        // A repeated vertex: one point whose column equals its neighbours', so it never becomes a
-        // boundary point (the reference computes 0/0 here and never uses the result).
-        visit(xs, ys);
-        continue;
-      }
-      const double s = dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
-      if (dx >= dy) {
-        for (int d = 0; d <= dx; ++d) {
-          const int t = flip ? dx - d : d;
-          visit(t + xs, static_cast<int>(ys + s * t + .5));
-        }
-      } else {
-        for (int d = 0; d <= dy; ++d) {
-          const int t = flip ? dy - d : d;
-          visit(static_cast<int>(xs + s * t + .5), t + ys);
-        }
+    } else {
+      for (int d = 0; d <= dy; ++d) {
+        const int t = flip ? dy - d : d;
+        visit(static_cast<int>(xs + s * t + .5), t + ys);
       }
     }
   }
-  const size_t m = a.size();
+}
+
+// The reference's second loop, applied to each dense point in turn: a point visited right after
+// another may become a boundary point, kept as its column-major position x * h + y.
+class BoundaryPoints {
+ public:
+  BoundaryPoints(uint32_t h, uint32_t w)
+      : h_(h), w_last_(static_cast<double>(static_cast<uint64_t>(w) - 1)) {}
+
+  void visit(int u, int v) {
+    // (xd + .5) / 5 - .5 is a whole number exactly when xd = 5n + 2; test that in integers
+    // first (4 of 5 points fail it), then take the reference's floating-point path unchanged.
+    constexpr double kScale = 5;
+    const int xi_raw = u < pu_ ? u : u - 1;
+    if (have_prev_ && u != pu_ && ((xi_raw % 5) + 5) % 5 == 2) {
+      double xd = static_cast<double>(xi_raw);
+      xd = (xd + .5) / kScale - .5;
+      if (!(std::floor(xd) != xd || xd < 0 || xd > w_last_)) {
+        double yd = static_cast<double>(v < pv_ ? v : pv_);
+        yd = (yd + .5) / kScale - .5;
+        if (yd < 0) yd = 0;
+        else if (yd > h_) yd = h_;
+        yd = std::ceil(yd);
+        const int xi = static_cast<int>(xd), yi = static_cast<int>(yd);
+        positions_.push_back(static_cast<uint32_t>(xi * static_cast<int>(h_) + yi));
+      }
+    }
+    pu_ = u;
+    pv_ = v;
+    have_prev_ = true;
+  }
+
+  std::vector<uint32_t> take() { return std::move(positions_); }
+
+ private:
+  uint32_t h_;
+  double w_last_;  // w - 1; only read when w >= 1
+  bool have_prev_ = false;
+  int pu_ = 0, pv_ = 0;
+  std::vector<uint32_t> positions_;
+};
+
+// The runs between the sorted boundary positions, h * w closing the last one; a run of length 0
+// (coinciding points) joins its neighbours, as the reference's RLE does.
+Rle runs_between(std::vector<uint32_t> a, uint32_t h, uint32_t w) {
   a.push_back(static_cast<uint32_t>(pixels(h, w)));
   std::sort(a.begin(), a.end());
   uint32_t p = 0;
@@ -335,7 +363,6 @@ Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
     v -= p;
     p = t;
   }
-  (void)m;
   Rle r{h, w, {}};
   r.counts.reserve(a.size());
   size_t j = 0;
@@ -349,6 +376,17 @@ Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
     }
   }
   return r;
+}
+
+}  // namespace
+
+Rle from_polygon(const double* xy, size_t k, uint32_t h, uint32_t w) {
+  check_size(h, w);
+  std::vector<int> x, y;
+  upsample_vertices(xy, k, x, y);
+  BoundaryPoints points(h, w);
+  if (w > 0 && h > 0) walk_edges(x, y, k, [&](int u, int v) { points.visit(u, v); });
+  return runs_between(points.take(), h, w);
 }
 
 Rle from_polygons(std::span<const std::vector<double>> polygons, uint32_t h, uint32_t w) {

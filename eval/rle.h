@@ -61,8 +61,8 @@ Rle from_box(const std::array<double, 4>& xywh, uint32_t h, uint32_t w);
 // Rasterizes the union of `num_polygons` polygons into a caller-provided row-major h x w grid of
 // bytes (1 inside, 0 outside; the grid is overwritten). Polygon j is
 // coords[offsets[j] .. offsets[j+1]) = x0, y0, x1, y1, ... (offsets has num_polygons+1 entries,
-// each difference even). The same pixels as from_polygons(); no dataset types needed, for mask
-// targets (crop and scale the coordinates first, then rasterize on the M x M grid).
+// each difference even). The same pixels as from_polygons(), with no dataset types and no RLE
+// in between.
 void rasterize_polygons(const double* coords, const int64_t* offsets, size_t num_polygons,
                         uint32_t h, uint32_t w, uint8_t* out_row_major);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "eval/coco.h"
+#include "eval/results_reader.h"
 #include "eval/rle.h"
 
 namespace {

@@ -1,5 +1,8 @@
-// pycocotools' polygon rasterizer (eval/rle.cpp, from_polygon) restated point by point, so that a
-// GPU kernel can visit a polygon's points in parallel and give the same mask bit for bit.
+// pycocotools' polygon rasterizer (maskApi.c, rleFrPoly) restated point by point, so that a GPU
+// kernel can visit a polygon's points in parallel and give the same mask bit for bit; the CPU
+// kernel walks the same points one after another (for_each_boundary). eval/ keeps its own copy
+// of the reference for COCO evaluation (model/ depends on LibTorch alone); both are checked
+// against pycocotools.
 //
 // The rasterizer scales the vertices by 5 (rounded to integers), walks every edge through its
 // dense integer points, and turns some points into boundary points: those where the walk crosses
@@ -123,6 +126,35 @@ MRCNN_HOST_DEVICE inline int64_t polygon_boundary(const Vertex& vertex, int k, i
     return -1;  // the walk's first point has no predecessor
   }
   return boundary_position(u, v, pu, pv, h, w);
+}
+
+// The whole walk on one thread (the CPU kernel): f(pos) for every boundary position of the polygon
+// of k upsampled vertices that vertex(i, x, y) gives, in the order the reference visits its dense
+// points. The same positions as polygon_boundary over every (j, d), each point computed once.
+template <class Vertex, class F>
+inline void for_each_boundary(const Vertex& vertex, int k, uint32_t h, uint32_t w, F&& f) {
+  if (k <= 0 || h == 0 || w == 0) return;
+  bool have_prev = false;
+  int pu = 0, pv = 0, x0, y0;
+  vertex(0, x0, y0);
+  for (int j = 0; j < k; ++j) {
+    int x1, y1;
+    vertex(j + 1 == k ? 0 : j + 1, x1, y1);
+    const Edge e = make_edge(x0, y0, x1, y1);
+    for (int d = 0; d < e.points; ++d) {
+      int u, v;
+      edge_point(e, d, u, v);
+      if (have_prev) {
+        const int64_t pos = boundary_position(u, v, pu, pv, h, w);
+        if (pos >= 0) f(pos);
+      }
+      pu = u;
+      pv = v;
+      have_prev = true;
+    }
+    x0 = x1;
+    y0 = y1;
+  }
 }
 
 }  // namespace mrcnn::ops::raster

@@ -1,5 +1,6 @@
 // mask_targets: the MLPerf reference's polygon crop -> scale -> pycocotools rasterization, on the
-// CPU, parallel over proposals. Rasterization is eval/rle.h's pycocotools-exact rasterizer. With
+// CPU, parallel over proposals. Rasterization is mask_raster.h's pycocotools-exact walk, one
+// point after another, and the inside runs filled between the sorted boundary positions. With
 // proposals on a GPU: cuda/mask_targets_kernel.cu, the same masks bit for bit. Under run.ops =
 // portable (implementation.h): portable/mask_targets.cpp.
 #include "model/ops/mask_targets.h"
@@ -9,12 +10,13 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "eval/rle.h"
 #include "model/ops/implementation.h"
+#include "model/ops/mask_raster.h"
 #include "model/ops/mask_targets_check.h"
 #include "model/ops/portable/portable.h"
 #ifdef MRCNN_HAVE_CUDA
@@ -22,6 +24,80 @@
 #endif
 
 namespace mrcnn::ops {
+
+namespace {
+
+// One proposal's polygons in its M x M frame, upsampled for the rasterizer: polygon p's vertices
+// are xy[offsets[p] .. offsets[p + 1]) = x0, y0, x1, y1, ... Reused from proposal to proposal.
+struct FramePolygons {
+  std::vector<int> xy;
+  std::vector<int64_t> offsets;
+};
+
+// The reference's crop and scale (float32) of polygons [p_begin, p_end) into the frame of box
+// `b`, then the rasterizer's upsampling. Throws std::invalid_argument on a vertex that is not
+// finite or beyond +-1e8 in the frame, naming its place in its polygon.
+void to_frame(const double* xy, const int64_t* po, int64_t p_begin, int64_t p_end, const float* b,
+              int64_t m_size, FramePolygons& out) {
+  // Polygons.crop: w, h = box[2] - box[0], box[3] - box[1]; w = max(w, 1) (float32).
+  const float w = std::max(b[2] - b[0], 1.0f);
+  const float h = std::max(b[3] - b[1], 1.0f);
+  // Polygons.resize((M, M)): ratio = float(M) / float(w) in double, applied to the float32
+  // coordinates as a float32 multiply.
+  const float rw = static_cast<float>(static_cast<double>(m_size) / static_cast<double>(w));
+  const float rh = static_cast<float>(static_cast<double>(m_size) / static_cast<double>(h));
+  out.xy.clear();
+  out.offsets.assign(1, 0);
+  for (int64_t p = p_begin; p < p_end; ++p) {
+    for (int64_t c = po[p]; c < po[p + 1]; c += 2) {
+      const double x = static_cast<float>((static_cast<float>(xy[c]) - b[0]) * rw);
+      const double y = static_cast<float>((static_cast<float>(xy[c + 1]) - b[1]) * rh);
+      if (!std::isfinite(x) || !std::isfinite(y) || std::fabs(x) > raster::kMaxCoord ||
+          std::fabs(y) > raster::kMaxCoord) {
+        throw std::invalid_argument(detail::mask_targets_bad_vertex((c - po[p]) / 2));
+      }
+      out.xy.push_back(raster::upsampled(x));
+      out.xy.push_back(raster::upsampled(y));
+    }
+    out.offsets.push_back(static_cast<int64_t>(out.xy.size()));
+  }
+}
+
+// Sets the pixels at column-major positions [begin, end) of the row-major m x m `out` to 1.
+void fill_run(int64_t begin, int64_t end, int64_t m, float* out) {
+  int64_t x = begin / m, y = begin - x * m;
+  for (int64_t pos = begin; pos < end; ++pos) {
+    out[y * m + x] = 1.0f;
+    if (++y == m) {
+      y = 0;
+      ++x;
+    }
+  }
+}
+
+// The union of the frame's polygons as 0/1 into the row-major m x m `out`. A pixel is inside a
+// polygon when an odd number of its boundary positions lie at or before the pixel's column-major
+// position (mask_raster.h): the runs between the sorted positions, every other one inside.
+// `bounds` is scratch memory.
+void rasterize_union(const FramePolygons& f, int64_t m, std::vector<int64_t>& bounds, float* out) {
+  const auto side = static_cast<uint32_t>(m);
+  std::fill(out, out + m * m, 0.0f);
+  for (size_t p = 0; p + 1 < f.offsets.size(); ++p) {
+    const int* v = f.xy.data() + f.offsets[p];
+    const int k = static_cast<int>((f.offsets[p + 1] - f.offsets[p]) / 2);
+    auto vertex = [v](int i, int& x, int& y) {
+      x = v[2 * i];
+      y = v[2 * i + 1];
+    };
+    bounds.clear();
+    raster::for_each_boundary(vertex, k, side, side, [&](int64_t pos) { bounds.push_back(pos); });
+    std::sort(bounds.begin(), bounds.end());
+    bounds.push_back(m * m);  // an odd count: inside to the last pixel
+    for (size_t i = 0; i + 1 < bounds.size(); i += 2) fill_run(bounds[i], bounds[i + 1], m, out);
+  }
+}
+
+}  // namespace
 
 at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                         const at::Tensor& proposals, int64_t resolution) {
@@ -68,35 +144,12 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
   }
   float* o = out.mutable_data_ptr<float>();
   at::parallel_for(0, num, 8, [&](int64_t k0, int64_t k1) {
-    std::vector<double> local;
-    std::vector<int64_t> offsets;
-    std::vector<uint8_t> raster(static_cast<size_t>(m_size * m_size));
+    FramePolygons frame;
+    std::vector<int64_t> bounds;
     for (int64_t k = k0; k < k1; ++k) {
-      const float* b = bx + 4 * k;
-      // Polygons.crop: w, h = box[2] - box[0], box[3] - box[1]; w = max(w, 1) (float32).
-      const float w = std::max(b[2] - b[0], 1.0f);
-      const float h = std::max(b[3] - b[1], 1.0f);
-      // Polygons.resize((M, M)): ratio = float(M) / float(w) in double, applied to the float32
-      // coordinates as a float32 multiply.
-      const float rw = static_cast<float>(static_cast<double>(m_size) / static_cast<double>(w));
-      const float rh = static_cast<float>(static_cast<double>(m_size) / static_cast<double>(h));
       const int64_t inst = mi[k];
-      local.clear();
-      offsets.assign(1, 0);
-      for (int64_t p = io[inst]; p < io[inst + 1]; ++p) {
-        for (int64_t c = po[p]; c < po[p + 1]; c += 2) {
-          const float x = (static_cast<float>(xy[c]) - b[0]) * rw;
-          const float y = (static_cast<float>(xy[c + 1]) - b[1]) * rh;
-          local.push_back(static_cast<double>(x));
-          local.push_back(static_cast<double>(y));
-        }
-        offsets.push_back(static_cast<int64_t>(local.size()));
-      }
-      eval::rasterize_polygons(local.data(), offsets.data(), offsets.size() - 1,
-                               static_cast<uint32_t>(m_size), static_cast<uint32_t>(m_size),
-                               raster.data());
-      float* dst = o + k * m_size * m_size;
-      for (int64_t i = 0; i < m_size * m_size; ++i) dst[i] = raster[static_cast<size_t>(i)];
+      to_frame(xy, po, io[inst], io[inst + 1], bx + 4 * k, m_size, frame);
+      rasterize_union(frame, m_size, bounds, o + k * m_size * m_size);
     }
   });
   return out.to(proposals.device());

@@ -6,7 +6,7 @@
 //      (float32 multiply by the float64 ratio rounded to float32, as a float32 tensor times a
 //      Python float);
 //   3. rasterized at M x M with pycocotools' polygon rasterizer (frPyObjects, the union of the
-//      instance's polygons, decode), through eval/rle.h.
+//      instance's polygons, decode), through mask_raster.h.
 // Nothing outside the proposal contributes, and nothing is resampled: a polygon edge lands
 // where pycocotools puts it, not where a resized full-image bitmap would.
 //

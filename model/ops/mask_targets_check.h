@@ -40,8 +40,8 @@ inline std::string mask_targets_non_finite(int64_t k) {
   return "mask_targets: proposals[" + std::to_string(k) + "] is not finite";
 }
 
-// eval/rle.cpp's refusal of vertex j of a polygon (std::invalid_argument there), restated for the
-// portable op, which does not use eval/.
+// The refusal of vertex j of a polygon, not finite or beyond +-1e8 in the proposal's frame
+// (std::invalid_argument on the CPU), written once for the native and the portable op.
 inline std::string mask_targets_bad_vertex(int64_t j) {
   return "RLE: polygon vertex " + std::to_string(j) + " is not finite or beyond +-1e8";
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "eval/coco.h"
+#include "eval/results_reader.h"
 
 namespace mrcnn::eval {
 namespace {

@@ -14,6 +14,7 @@
 
 #include "eval/coco.h"
 #include "eval/json_cursor.h"
+#include "eval/results_reader.h"
 #include "eval/rle.h"
 
 namespace mrcnn::eval {

@@ -9,6 +9,7 @@
 
 #include "eval/coco.h"
 #include "eval/coco_eval.h"
+#include "eval/results_reader.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace mrcnn;

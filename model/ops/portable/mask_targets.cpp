@@ -2,7 +2,7 @@
 // (mask_targets.h) composed of standard ATen operators, bit-identical to the native op.
 //
 // Crop and scale are the native float32 expressions, on one row per vertex. The rasterizer is
-// mask_raster.h's point-by-point form of eval/rle.cpp's: the vertices scaled by 5 and truncated,
+// mask_raster.h's point-by-point form of pycocotools': the vertices scaled by 5 and truncated,
 // every edge walked through its dense integer points, a point making a boundary point when the
 // walk crosses from column 5c + 2 to 5c + 3 (c a pixel column) or back, and a pixel inside a
 // polygon when an odd number of boundary points lie at or before its column-major position.
@@ -167,7 +167,7 @@ std::pair<at::Tensor, at::Tensor> edge_point(const Edges& e, const at::Tensor& t
 }
 
 // The boundary point that (u, v) makes when visited right after (pu, pv) (mask_raster.h
-// boundary_position, eval/rle.cpp's arithmetic): its column-major position x * m + y, or m * m
+// boundary_position, the same arithmetic): its column-major position x * m + y, or m * m
 // (the sentinel past every pixel) when it makes none; and xi, the x it is tested at (5c + 2 for
 // column c).
 struct Boundary {
@@ -343,7 +343,7 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
   const Vertices v = make_vertices(rows, gt_polygons.coords.to(device),
                                    gt_polygons.poly_offsets.to(device), boxes, m);
   if (home.is_cpu()) {
-    // eval/rle.cpp refuses the first such vertex (std::invalid_argument), proposal by proposal.
+    // The native op refuses the first such vertex (std::invalid_argument), proposal by proposal.
     const at::Tensor where = v.bad.nonzero();
     if (where.numel() > 0) {
       throw std::invalid_argument(

@@ -1,7 +1,8 @@
 // The point-by-point form of the polygon rasterizer (model/ops/mask_raster.h), which the CUDA
 // mask-target kernel runs with one thread per point, checked here on the host: every point tested
 // on its own with polygon_boundary, parities toggled and summed in column-major order with XOR,
-// polygons OR-ed, gives exactly the CPU mask targets (eval's pycocotools-exact rasterizer).
+// polygons OR-ed, gives exactly the CPU mask targets (the same points walked one after another,
+// checked against pycocotools by test_mask_targets.py).
 //
 // Polygons are given in the frame of the proposal [0, 0, M, M], where cropping and scaling are
 // the identity for float32 coordinates, so the mask targets are the rasterized polygons.
