@@ -1,5 +1,6 @@
 #include "logging/compliance_rules.h"
 
+#include "logging/closed_division.h"
 #include "logging/py_semantics.h"
 
 namespace mrcnn::logging::detail {
@@ -33,9 +34,9 @@ Check num_cmp(std::string text, bool strict_gt) {
           }};
 }
 
-RuleFile common_310() {
-  RuleFile f{"training_3.1.0/common.yaml", {}};
-  auto& k = f.keys;
+// common.yaml's keys in its order, in four groups. The submission: organisation, platform,
+// division (whose POST queues the division's file and sets the compile-time limit), status.
+void submission_keys(std::vector<KeyRule>& k) {
   k.push_back({"submission_org", "EXACTLY_ONE", {value_not_empty()}, nullptr, {}});
   k.push_back({"submission_platform", "EXACTLY_ONE", {value_not_empty()}, nullptr, {}});
   k.push_back({"submission_division", "EXACTLY_ONE",
@@ -52,6 +53,11 @@ RuleFile common_310() {
                    return value_in_list(c.v_value(), {"cloud", "onprem", "preview", "research"});
                  }}},
                nullptr, {}});
+}
+
+// The run's frame: cache_clear, init_start / init_stop (within the compile-time limit), run_start,
+// run_stop.
+void run_keys(std::vector<KeyRule>& k) {
   k.push_back({"cache_clear", "AT_LEAST_ONE", {{"'value' in v", [](Ctx&) { return true; }}}, nullptr, {}});
   k.push_back({"init_start", "AT_LEAST_ONE",
                {{"not s['init_stopped']", [](Ctx& c) { return !c.s.init_stopped; }},
@@ -77,6 +83,10 @@ RuleFile common_310() {
                {{"s['run_started']", [](Ctx& c) { return c.s.run_started; }},
                 {"'status' in v['metadata']", [](Ctx& c) { return py_in("status", c.v_meta()); }}},
                [](Ctx& c) { c.s.run_stopped = true; }, {}});
+}
+
+// The training's intervals: block_start / block_stop, or epoch_start / epoch_stop.
+void block_and_epoch_keys(std::vector<KeyRule>& k) {
   k.push_back(
       {"block_start", "AT_LEAST_ONE_OR(epoch_start)",
        {{"s['run_started']", [](Ctx& c) { return c.s.run_started; }},
@@ -111,11 +121,23 @@ RuleFile common_310() {
   k.push_back({"epoch_stop", "AT_LEAST_ONE_OR(block_stop)",
                {{"'epoch_num' in v['metadata']", [](Ctx& c) { return py_in("epoch_num", c.v_meta()); }}},
                nullptr, {}});
+}
+
+// Evaluation and the sample counts.
+void eval_keys(std::vector<KeyRule>& k) {
   k.push_back({"eval_start", "AT_LEAST_ONE_OR(block_start)", {has_epoch_or_step()}, nullptr, {}});
   k.push_back({"eval_stop", "AT_LEAST_ONE_OR(block_stop)", {has_epoch_or_step()}, nullptr, {}});
   k.push_back({"eval_accuracy", "AT_LEAST_ONE", {has_epoch_or_step()}, nullptr, {}});
   k.push_back({"train_samples", "EXACTLY_ONE", {value_not_empty()}, nullptr, {}});
   k.push_back({"eval_samples", "EXACTLY_ONE", {value_not_empty()}, nullptr, {}});
+}
+
+RuleFile common_310() {
+  RuleFile f{"training_3.1.0/common.yaml", {}};
+  submission_keys(f.keys);
+  run_keys(f.keys);
+  block_and_epoch_keys(f.keys);
+  eval_keys(f.keys);
   return f;
 }
 
@@ -149,31 +171,46 @@ std::vector<Check> eval_accuracy_checks() {
           {"'epoch_num' in v['metadata']", [](Ctx& c) { return py_in("epoch_num", c.v_meta()); }}};
 }
 
+// A log line's value as the closed division's table reads it: Python's semantics, s['global_batch_size']
+// from the rule file's state.
+class LoggedValue final : public closed_division::RuleInput {
+ public:
+  explicit LoggedValue(const Ctx& c) : c_(c) {}
+  double value(const char* op) const override { return num(c_.v_value(), op); }
+  bool value_equals(double x) const override { return py_eq(c_.v_value(), Json(x)); }
+  size_t value_length() const override { return py_len_of(c_.v_value()); }
+  double global_batch_size(const char* op) const override {
+    if (!c_.s.global_batch_size) throw PyException{"KeyError: 'global_batch_size'"};
+    return num(*c_.s.global_batch_size, op);
+  }
+  double divide(double a, double b) const override { return py_div(a, b); }
+  bool is_integer(double x) const override { return detail::is_integer(x); }
+
+ private:
+  const Ctx& c_;
+};
+
+// The CHECK of the closed division's rule on `key` (closed_division.h).
+Check closed_division_check(std::string_view key) {
+  const closed_division::Rule& r = closed_division::rule(key);
+  return {std::string(r.check), [&r](Ctx& c) { return r.holds(LoggedValue(c)); }};
+}
+
 RuleFile closed_maskrcnn_310() {
   RuleFile f{"training_3.1.0/closed_maskrcnn.yaml", {}};
   auto& k = f.keys;
   k.push_back({"global_batch_size", "EXACTLY_ONE", {num_cmp("v['value'] > 0", true)},
                [](Ctx& c) { c.s.global_batch_size = c.v_value(); }, {}});
-  k.push_back({"opt_base_learning_rate", "EXACTLY_ONE",
-               {{"is_integer(v['value'] / 0.02) or ( s['global_batch_size'] < 16 and is_integer(0.02 / "
-                 "v['value']) )",
-                 [](Ctx& c) {
-                   if (is_integer(py_div(num(c.v_value(), "/"), 0.02))) return true;
-                   if (!c.s.global_batch_size) throw PyException{"KeyError: 'global_batch_size'"};
-                   if (!(num(*c.s.global_batch_size, "<") < 16)) return false;
-                   return is_integer(py_div(0.02, num(c.v_value(), "/")));
-                 }}},
+  k.push_back({"opt_base_learning_rate", "EXACTLY_ONE", {closed_division_check("opt_base_learning_rate")},
                nullptr, {}});
   k.push_back({"opt_learning_rate_warmup_steps", "EXACTLY_ONE", {num_cmp("v['value'] >= 0", false)}, nullptr, {}});
   k.push_back({"opt_learning_rate_warmup_factor", "EXACTLY_ONE", {num_cmp("v['value'] > 0", true)}, nullptr, {}});
-  k.push_back({"num_image_candidates", "EXACTLY_ONE",
-               {{"is_integer(v['value'] / 1000.0)",
-                 [](Ctx& c) { return is_integer(py_div(num(c.v_value(), "/"), 1000.0)); }}},
-               nullptr, {}});
+  k.push_back({"num_image_candidates", "EXACTLY_ONE", {closed_division_check("num_image_candidates")}, nullptr,
+               {}});
   k.push_back({"opt_learning_rate_decay_factor", "EXACTLY_ONE",
-               {{"v['value'] == 0.1", [](Ctx& c) { return py_eq(c.v_value(), Json(0.1)); }}}, nullptr, {}});
+               {closed_division_check("opt_learning_rate_decay_factor")}, nullptr, {}});
   k.push_back({"opt_learning_rate_decay_steps", "EXACTLY_ONE",
-               {{"len(v['value']) == 2", [](Ctx& c) { return py_len_of(c.v_value()) == 2; }}}, nullptr, {}});
+               {closed_division_check("opt_learning_rate_decay_steps")}, nullptr, {}});
   k.push_back({"min_image_size", "EXACTLY_ONE", {num_cmp("v['value'] >= 0", false)}, nullptr, {}});
   k.push_back({"max_image_size", "EXACTLY_ONE", {num_cmp("v['value'] >= 0", false)}, nullptr, {}});
   k.push_back({"eval_accuracy", "AT_LEAST_ONE", eval_accuracy_checks(), nullptr,

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "benchmark/data/image_codec.h"
+#include "logging/closed_division.h"
 #include "model/options_json.h"
 
 namespace mrcnn::config {
@@ -490,7 +491,34 @@ Json resolved_value(const SystemConfig& c, const std::string& path) {
 }
 
 namespace {
-bool near_integer(double x) { return std::abs(std::nearbyint(x) - x) < 1e-5; }
+
+// A configured hyperparameter as the closed division's table (logging/closed_division.h) reads it:
+// a number (length 1), or a list, which the rules read by its length alone.
+class ConfiguredValue final : public logging::closed_division::RuleInput {
+ public:
+  ConfiguredValue(double value, size_t length, int64_t global_batch_size)
+      : value_(value), length_(length), global_batch_size_(global_batch_size) {}
+  double value(const char*) const override { return value_; }
+  bool value_equals(double x) const override { return value_ == x; }
+  size_t value_length() const override { return length_; }
+  double global_batch_size(const char*) const override { return static_cast<double>(global_batch_size_); }
+
+ private:
+  double value_;
+  size_t length_;
+  int64_t global_batch_size_;
+};
+
+// Whether the table's rule on `key` holds for `value`; if not, adds "<key> <shown>: <requirement>"
+// (or "<key>: <requirement>" when nothing is shown) to `out`.
+bool check_rule(std::string_view key, const ConfiguredValue& value, const std::string& shown,
+                std::vector<std::string>& out) {
+  const auto& rule = logging::closed_division::rule(key);
+  if (rule.holds(value)) return true;
+  out.push_back(std::string(key) + (shown.empty() ? "" : " " + shown) + ": " + std::string(rule.requirement));
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> closed_division_violations(const SystemConfig& c) {
@@ -501,21 +529,18 @@ std::vector<std::string> closed_division_violations(const SystemConfig& c) {
     o << x;
     return o.str();
   };
-  if (!(near_integer(h.base_lr / 0.02) || (h.global_batch_size < 16 && near_integer(0.02 / h.base_lr))))
-    out.push_back("opt_base_learning_rate " + fmt(h.base_lr) +
-                  ": the learning rate must be 0.02*K for an integer K (or 0.02/K when the global batch size is below 16)");
-  if (h.decay_factor != 0.1)
-    out.push_back("opt_learning_rate_decay_factor " + fmt(h.decay_factor) + ": must be 0.1");
-  if (!near_integer(static_cast<double>(h.num_image_candidates) / 1000.0))
-    out.push_back("num_image_candidates " + std::to_string(h.num_image_candidates) + ": must be a multiple of 1000");
+  auto scalar = [&h](double x) { return ConfiguredValue(x, 1, h.global_batch_size); };
+  check_rule("opt_base_learning_rate", scalar(h.base_lr), fmt(h.base_lr), out);
+  check_rule("opt_learning_rate_decay_factor", scalar(h.decay_factor), fmt(h.decay_factor), out);
+  check_rule("num_image_candidates", scalar(static_cast<double>(h.num_image_candidates)),
+             std::to_string(h.num_image_candidates), out);
   if (c.data.transform.min_size != 800 || c.data.transform.max_size != 1333)
     out.push_back("min_image_size/max_image_size " + std::to_string(c.data.transform.min_size) + "/" +
                   std::to_string(c.data.transform.max_size) + ": the image sizes are fixed to the reference's 800/1333");
   if (h.weight_decay != 1e-4) out.push_back("opt_weight_decay " + fmt(h.weight_decay) + ": fixed to the reference's 0.0001");
   if (h.momentum != 0.9) out.push_back("momentum " + fmt(h.momentum) + ": fixed to the reference's 0.9");
-  if (h.decay_steps.size() != 2) {
-    out.push_back("opt_learning_rate_decay_steps: must be two steps");
-  } else {
+  const ConfiguredValue steps(0, h.decay_steps.size(), h.global_batch_size);
+  if (check_rule("opt_learning_rate_decay_steps", steps, "", out)) {
     // (60000, 80000) * (1 + K/10) * 16 / global_batch_size for an integer K (rounding allowed).
     const double unit = 16.0 / static_cast<double>(h.global_batch_size);
     const double k = (static_cast<double>(h.decay_steps[0]) / (60000 * unit) - 1) * 10;

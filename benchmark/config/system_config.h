@@ -163,7 +163,10 @@ SystemConfig load_system_config(const std::string& path, const std::vector<std::
 Json resolved_value(const SystemConfig& config, const std::string& path);
 
 // The closed division's rules (MLPerf Training 3.1 Mask R-CNN): one message per broken rule,
-// saying the rule. Empty when the configuration may be submitted to the closed division.
+// saying the rule. Empty when the configuration may be submitted to the closed division. The
+// official rules come from logging/closed_division.h's table, the one `check` runs on a log; the
+// reference's fixed values (image sizes, weight decay, momentum, the decay schedule, flips, the
+// network) are config's own.
 std::vector<std::string> closed_division_violations(const SystemConfig& config);
 
 }  // namespace mrcnn::config

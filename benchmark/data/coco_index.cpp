@@ -432,6 +432,102 @@ void write_coco_index(const std::string& index_path, const CocoArrays& a, const 
   }
 }
 
+namespace {
+
+// The header of the mapped index at `path` (corrupt if it is none); false, with the status and
+// reason in `out`, when another format version wrote it.
+bool read_header(const std::string& path, const Mapping& m, IndexHeader& h, IndexOpen& out) {
+  if (m.bytes < 16 || std::memcmp(m.base, kMagic, sizeof kMagic) != 0) corrupt(path, "not an index file");
+  std::memcpy(&h, m.base, std::min<size_t>(sizeof h, m.bytes));
+  if (h.version != kCocoIndexVersion) {
+    out.status = IndexOpen::Status::kOtherVersion;
+    out.reason = path + " has format version " + std::to_string(h.version) + ", this build reads " +
+                 std::to_string(kCocoIndexVersion) + " (run `mlperf-maskrcnn data prepare` again)";
+    return false;
+  }
+  if (m.bytes < kPayloadStart || h.header_bytes != kPayloadStart) corrupt(path, "header cut short");
+  if (h.file_bytes != m.bytes)
+    corrupt(path, std::to_string(m.bytes) + " bytes, its header says " + std::to_string(h.file_bytes));
+  return true;
+}
+
+// Whether the JSON at `json_path` is the one the index was made from: the same size, and the same
+// modification time or else (touched or copied) the same SHA-256; false, stale in `out`, if not.
+bool json_unchanged(const std::string& json_path, const IndexHeader& h, IndexOpen& out) {
+  uint64_t json_bytes = 0;
+  const int64_t json_mtime = mtime_ns_of(json_path, &json_bytes);
+  if (json_bytes != h.json_bytes) {
+    out.status = IndexOpen::Status::kStale;
+    out.reason = json_path + " changed since the index was prepared (" + std::to_string(json_bytes) +
+                 " bytes, the index was made from " + std::to_string(h.json_bytes) + ")";
+    return false;
+  }
+  if (json_mtime != h.json_mtime_ns) {
+    out.json_hashed = true;
+    if (analysis::sha256_file(json_path) != std::string(h.json_sha256, 64)) {
+      out.status = IndexOpen::Status::kStale;
+      out.reason = json_path + " changed since the index was prepared (its SHA-256 differs)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether the index was prepared with the options this run needs; false, with the status and
+// reason in `out`, if not.
+bool options_match(const std::string& path, const CocoIndexOptions& built, const CocoIndexOptions& options,
+                   IndexOpen& out) {
+  if (built == options) return true;
+  auto describe = [](const CocoIndexOptions& o) {
+    return std::string("remove_images_without_annotations=") + (o.remove_images_without_annotations ? "true" : "false") +
+           ", legacy_plus_one=" + (o.legacy_plus_one ? "true" : "false");
+  };
+  out.status = IndexOpen::Status::kOtherOptions;
+  out.reason = path + " was prepared with " + describe(built) + "; this run needs " + describe(options);
+  return false;
+}
+
+// The NUL-terminated category names of the index at `path`.
+std::vector<std::string> category_names(const std::string& path, std::span<const char> names) {
+  std::vector<std::string> out;
+  for (auto it = names.begin(); it != names.end();) {
+    const auto end = std::find(it, names.end(), '\0');
+    if (end == names.end()) corrupt(path, "category names not terminated");
+    out.emplace_back(it, end);
+    it = end + 1;
+  }
+  return out;
+}
+
+// The arrays over the sections of a checked index; they keep `m` mapped. Corrupt when they
+// disagree.
+CocoArrays read_arrays(const std::string& path, std::shared_ptr<Mapping> m, const IndexHeader& h,
+                       const CocoIndexOptions& built) {
+  CocoArrays a;
+  a.images = section<CocoImageRecord>(path, *m, h, kImages);
+  a.boxes = section<float>(path, *m, h, kBoxes);
+  a.labels = section<int64_t>(path, *m, h, kLabels);
+  a.instance_polys = section<int64_t>(path, *m, h, kInstancePolys);
+  a.poly_coords = section<int64_t>(path, *m, h, kPolyCoords);
+  if (h.coords_centi)
+    a.coords_centi = section<int32_t>(path, *m, h, kCoords);
+  else
+    a.coords = section<double>(path, *m, h, kCoords);
+  a.category_ids = section<uint64_t>(path, *m, h, kCategoryIds);
+  a.file_names = section<char>(path, *m, h, kFileNames);
+  a.category_names = category_names(path, section<char>(path, *m, h, kCategoryNames));
+  if (a.category_names.size() != a.category_ids.size() || a.category_ids.empty())
+    corrupt(path, "category names and ids disagree");
+  const auto fields = stat_fields(a.stats);
+  for (size_t k = 0; k < fields.size(); ++k) *fields[k] = h.stats[k];
+  a.options = built;
+  a.owner = std::move(m);
+  check_structure(path, a);
+  return a;
+}
+
+}  // namespace
+
 IndexOpen open_coco_index(const std::string& index_path, const std::string& json_path, const CocoIndexOptions& options) {
   IndexOpen out;
   std::error_code ec;
@@ -440,77 +536,15 @@ IndexOpen open_coco_index(const std::string& index_path, const std::string& json
     return out;
   }
   std::shared_ptr<Mapping> m = map_file(index_path);
-  if (m->bytes < 16 || std::memcmp(m->base, kMagic, sizeof kMagic) != 0) corrupt(index_path, "not an index file");
   IndexHeader h{};
-  std::memcpy(&h, m->base, std::min<size_t>(sizeof h, m->bytes));
-  if (h.version != kCocoIndexVersion) {
-    out.status = IndexOpen::Status::kOtherVersion;
-    out.reason = index_path + " has format version " + std::to_string(h.version) + ", this build reads " +
-                 std::to_string(kCocoIndexVersion) + " (run `mlperf-maskrcnn data prepare` again)";
-    return out;
-  }
-  if (m->bytes < kPayloadStart || h.header_bytes != kPayloadStart) corrupt(index_path, "header cut short");
-  if (h.file_bytes != m->bytes)
-    corrupt(index_path, std::to_string(m->bytes) + " bytes, its header says " + std::to_string(h.file_bytes));
-
-  uint64_t json_bytes = 0;
-  const int64_t json_mtime = mtime_ns_of(json_path, &json_bytes);
-  if (json_bytes != h.json_bytes) {
-    out.status = IndexOpen::Status::kStale;
-    out.reason = json_path + " changed since the index was prepared (" + std::to_string(json_bytes) +
-                 " bytes, the index was made from " + std::to_string(h.json_bytes) + ")";
-    return out;
-  }
-  if (json_mtime != h.json_mtime_ns) {  // touched or copied: the checksum decides
-    out.json_hashed = true;
-    if (analysis::sha256_file(json_path) != std::string(h.json_sha256, 64)) {
-      out.status = IndexOpen::Status::kStale;
-      out.reason = json_path + " changed since the index was prepared (its SHA-256 differs)";
-      return out;
-    }
-  }
+  if (!read_header(index_path, *m, h, out) || !json_unchanged(json_path, h, out)) return out;
   const CocoIndexOptions built{.remove_images_without_annotations = h.remove_images_without_annotations != 0,
                                .legacy_plus_one = h.legacy_plus_one != 0};
-  if (!(built == options)) {
-    auto describe = [](const CocoIndexOptions& o) {
-      return std::string("remove_images_without_annotations=") + (o.remove_images_without_annotations ? "true" : "false") +
-             ", legacy_plus_one=" + (o.legacy_plus_one ? "true" : "false");
-    };
-    out.status = IndexOpen::Status::kOtherOptions;
-    out.reason = index_path + " was prepared with " + describe(built) + "; this run needs " + describe(options);
-    return out;
-  }
+  if (!options_match(index_path, built, options, out)) return out;
   const std::string_view payload(static_cast<const char*>(m->base) + kPayloadStart, m->bytes - kPayloadStart);
   if (analysis::sha256_hex(payload) != std::string(h.payload_sha256, 64)) corrupt(index_path, "checksum mismatch");
-
-  CocoArrays a;
-  a.images = section<CocoImageRecord>(index_path, *m, h, kImages);
-  a.boxes = section<float>(index_path, *m, h, kBoxes);
-  a.labels = section<int64_t>(index_path, *m, h, kLabels);
-  a.instance_polys = section<int64_t>(index_path, *m, h, kInstancePolys);
-  a.poly_coords = section<int64_t>(index_path, *m, h, kPolyCoords);
-  if (h.coords_centi)
-    a.coords_centi = section<int32_t>(index_path, *m, h, kCoords);
-  else
-    a.coords = section<double>(index_path, *m, h, kCoords);
-  a.category_ids = section<uint64_t>(index_path, *m, h, kCategoryIds);
-  a.file_names = section<char>(index_path, *m, h, kFileNames);
-  const std::span<const char> names = section<char>(index_path, *m, h, kCategoryNames);
-  for (auto it = names.begin(); it != names.end();) {
-    const auto end = std::find(it, names.end(), '\0');
-    if (end == names.end()) corrupt(index_path, "category names not terminated");
-    a.category_names.emplace_back(it, end);
-    it = end + 1;
-  }
-  if (a.category_names.size() != a.category_ids.size() || a.category_ids.empty())
-    corrupt(index_path, "category names and ids disagree");
-  const auto fields = stat_fields(a.stats);
-  for (size_t k = 0; k < fields.size(); ++k) *fields[k] = h.stats[k];
-  a.options = built;
-  a.owner = m;
-  check_structure(index_path, a);
+  out.arrays = read_arrays(index_path, std::move(m), h, built);
   out.status = IndexOpen::Status::kCurrent;
-  out.arrays = std::move(a);
   return out;
 }
 

@@ -336,23 +336,27 @@ nlohmann::json flop_report(Trainer& t, const Batch& batch, bool roofline_too, Pr
           {"cells", cells}, {"shapes", shapes}, {"roofline", roofline}, {"threads", at::get_num_threads()}};
 }
 
-int drive(const std::map<std::string, std::string>& flags) {
-  at::set_num_threads(g_threads);
-  const std::string dir = flags.at("case");
+using Flags = std::map<std::string, std::string>;
+
+// The case's options.json with the command line's precision, channels-last and CUDA graph
+// overrides, validated.
+ModelOptions run_options_of(const std::string& dir, const Flags& flags) {
   std::ifstream opt_in(dir + "/options.json");
   if (!opt_in) throw std::runtime_error("cannot read " + dir + "/options.json");
-  const ModelOptions options = model_options_from_json(nlohmann::json::parse(opt_in));
-  ModelOptions run_options = options;
+  ModelOptions run_options = model_options_from_json(nlohmann::json::parse(opt_in));
   if (flags.count("precision")) run_options.precision = parse_precision(flags.at("precision"));
   if (flags.count("channels_last")) run_options.channels_last = flags.at("channels_last") == "1";
   if (flags.count("cuda_graph_shapes")) run_options.cuda_graph_shapes = std::stoll(flags.at("cuda_graph_shapes"));
   if (run_options.cuda_graph_shapes > 0 && !(flags.count("device") && flags.at("device").starts_with("cuda")))
     throw std::invalid_argument("--mrcnn_cuda_graph_shapes needs --mrcnn_device=cuda");
   run_options.validate();
-  MaskRCNN model(run_options, at::make_generator<at::CPUGeneratorImpl>(7));
-  load_weights(*model, dir + "/weights.safetensors");
+  return run_options;
+}
+
+// --mrcnn_device (default cpu): the model and the batch's tensors moved there, the device made
+// current.
+at::Device place(MaskRCNN& model, Batch& batch, const Flags& flags) {
   const at::Device device(flags.count("device") ? flags.at("device") : "cpu");
-  Batch batch = read_batch(dir + "/batch.safetensors");
   if (!device.is_cpu()) {
     model->to(device);
     // As the data loader delivers it (data::batch_to): the metadata stays on the host.
@@ -362,51 +366,89 @@ int drive(const std::map<std::string, std::string>& flags) {
   // The current device: torch::cuda::synchronize() and the allocator's statistics follow it.
   if (device.is_cuda()) c10::cuda::set_device(device.index() < 0 ? 0 : device.index());
 #endif
+  return device;
+}
+
+// One step, its FLOPs counted: the step whose samples torchvision's first step can be compared
+// with (same weights, same proposals).
+nlohmann::json counted_first_step(Trainer& t, const Batch& batch) {
+  FlopCounter counter;
+  counter.start();
+  t.step(batch);
+  counter.stop();
+  return {{"cells", cells_json(counter)}, {"total_flops", counter.total_flops()}, {"counts", t.counts}};
+}
+
+void reset_peak_gpu_memory([[maybe_unused]] const at::Device& device) {
+#if MRCNN_HAVE_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#endif
+}
+
+// The caching allocator's peak since reset_peak_gpu_memory; 0 off CUDA.
+double peak_gpu_mb([[maybe_unused]] const at::Device& device) {
+#if MRCNN_HAVE_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  return 0;
+}
+
+// --mrcnn_trace: one more step profiled, its Chrome trace written there.
+void write_trace(Trainer& t, const Batch& batch, const at::Device& device, const Flags& flags) {
+  using namespace torch::autograd::profiler;
+  const bool memory = flags.count("profile_memory") && flags.at("profile_memory") == "1";
+  const bool shapes = flags.count("trace_shapes") && flags.at("trace_shapes") == "1";
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
+                                                     /*report_input_shapes=*/shapes,
+                                                     /*profile_memory=*/memory);
+  // On a GPU the kernels too: the host's activity alone would show launch times.
+  std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
+  if (device.is_cuda()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
+  prepareProfiler(config, activities);
+  enableProfiler(config, activities);
+  t.step(batch);
+  disableProfiler()->save(flags.at("trace"));
+}
+
+// --mrcnn_flops: one more step's FLOPs per stage and phase (and the roofline), with the timed
+// steps and the first step's count.
+void write_flop_report(Trainer& t, const Batch& batch, Precision precision, const std::vector<double>& times,
+                       const nlohmann::json& first_step, const Flags& flags) {
+  nlohmann::json f = flop_report(t, batch, !flags.count("roofline") || flags.at("roofline") != "0", precision);
+  f["step_seconds"] = times;
+  f["counts"] = t.counts;  // of the counted step
+  f["first_step"] = first_step;
+  std::ofstream out(flags.at("flops"));
+  out << f.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + flags.at("flops"));
+}
+
+int drive(const Flags& flags) {
+  at::set_num_threads(g_threads);
+  const std::string dir = flags.at("case");
+  const ModelOptions run_options = run_options_of(dir, flags);
+  MaskRCNN model(run_options, at::make_generator<at::CPUGeneratorImpl>(7));
+  load_weights(*model, dir + "/weights.safetensors");
+  Batch batch = read_batch(dir + "/batch.safetensors");
+  const at::Device device = place(model, batch, flags);
   Trainer t(model, run_options.precision == Precision::kFloat16);
   const double setup_rss = current_rss_mb();
   const int warmup = flags.count("warmup") ? std::stoi(flags.at("warmup")) : 1;
   const int steps = flags.count("steps") ? std::stoi(flags.at("steps")) : 3;
-  // With --mrcnn_flops, the first step is counted too: the one whose samples torchvision's first
-  // step can be compared with (same weights, same proposals); it also warms up.
-  nlohmann::json first_step;
-  if (flags.count("flops")) {
-    FlopCounter counter;
-    counter.start();
-    t.step(batch);
-    counter.stop();
-    first_step = {{"cells", cells_json(counter)}, {"total_flops", counter.total_flops()}, {"counts", t.counts}};
-  }
+  // With --mrcnn_flops, the first step is counted too (it also warms up).
+  const nlohmann::json first_step = flags.count("flops") ? counted_first_step(t, batch) : nlohmann::json();
   for (int i = 0; i < warmup; ++i) t.step(batch);
-#if MRCNN_HAVE_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
-#endif
+  reset_peak_gpu_memory(device);
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(t.step(batch));
   const double peak = peak_rss_mb();
   t.syncs.clear();
   t.step(batch, /*count_syncs=*/true);  // one more step, untimed, its syncs counted
-  double peak_gpu_mb = 0;
-#if MRCNN_HAVE_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
-    peak_gpu_mb = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
-  }
-#endif
-  if (flags.count("trace")) {
-    using namespace torch::autograd::profiler;
-    const bool memory = flags.count("profile_memory") && flags.at("profile_memory") == "1";
-    const bool shapes = flags.count("trace_shapes") && flags.at("trace_shapes") == "1";
-    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
-                                                       /*report_input_shapes=*/shapes,
-                                                       /*profile_memory=*/memory);
-    // On a GPU the kernels too: the host's activity alone would show launch times.
-    std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
-    if (device.is_cuda()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
-    prepareProfiler(config, activities);
-    enableProfiler(config, activities);
-    t.step(batch);
-    disableProfiler()->save(flags.at("trace"));
-  }
+  const double peak_gpu = peak_gpu_mb(device);
+  if (flags.count("trace")) write_trace(t, batch, device, flags);
   nlohmann::json report = {{"step_seconds", times},
                            {"setup_rss_mb", setup_rss},
                            {"peak_rss_mb", peak},
@@ -418,17 +460,8 @@ int drive(const std::map<std::string, std::string>& flags) {
                            {"channels_last", run_options.channels_last},
                            {"ops", mrcnn::ops::resolved_implementation(mrcnn::ops::implementation(), device.type())},
                            {"syncs_per_step", t.syncs}};
-  if (device.is_cuda()) report["peak_gpu_mb"] = peak_gpu_mb;
-  if (flags.count("flops")) {
-    nlohmann::json f =
-        flop_report(t, batch, !flags.count("roofline") || flags.at("roofline") != "0", run_options.precision);
-    f["step_seconds"] = times;
-    f["counts"] = t.counts;  // of the counted step
-    f["first_step"] = first_step;
-    std::ofstream out(flags.at("flops"));
-    out << f.dump(2) << "\n";
-    if (!out) throw std::runtime_error("cannot write " + flags.at("flops"));
-  }
+  if (device.is_cuda()) report["peak_gpu_mb"] = peak_gpu;
+  if (flags.count("flops")) write_flop_report(t, batch, run_options.precision, times, first_step, flags);
   if (flags.count("report")) {
     std::ofstream out(flags.at("report"));
     out << report.dump(2) << "\n";

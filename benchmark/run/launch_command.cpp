@@ -120,108 +120,160 @@ void read_scheduler_options(const CommandLine& cl, const std::string& scheduler,
                               " ranks run on \"tcp\", \"nccl\" or \"auto\"");
 }
 
+// Where launch's own arguments end: at "--", or at the end.
+int launch_arguments_end(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--") return i;
+  return argc;
+}
+
+// --scheduler, checked.
+std::string read_scheduler(const CommandLine& cl) {
+  const std::string scheduler = cl.value("--scheduler", "mpirun");
+  if (scheduler != "mpirun" && scheduler != "slurm" && scheduler != "torchrun")
+    throw config::ConfigError("--scheduler: expected mpirun, slurm or torchrun, got '" + scheduler + "'");
+  return scheduler;
+}
+
+// The request without its rank command: --hostfile, --time and the container (NVIDIA's CONT and
+// MOUNTS: the container of a Slurm job; mpirun runs on the host), then the scheduler's options.
+LaunchRequest read_request(const CommandLine& cl, const std::string& scheduler, const config::SystemConfig& cfg) {
+  const char* cont = scheduler == "slurm" ? std::getenv("CONT") : nullptr;
+  const char* mounts = scheduler == "slurm" ? std::getenv("MOUNTS") : nullptr;
+  LaunchRequest req{.hostfile = cl.value("--hostfile"),
+                    .time_limit = cl.value("--time"),
+                    .container_image = cl.value("--container", cont ? cont : ""),
+                    .container_mounts = cl.value("--container-mounts", mounts ? mounts : "")};
+  if (!req.hostfile.empty()) require_file(req.hostfile, "--hostfile");
+  // Slurm reads M:SS as minutes and seconds: H:MM:SS is asked for instead, to say hours plainly.
+  static const std::regex time_limit(R"(\d+|\d+:\d{2}:\d{2}|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)");
+  if (!req.time_limit.empty() && !std::regex_match(req.time_limit, time_limit))
+    throw config::ConfigError("--time " + req.time_limit + ": expected MINUTES, H:MM:SS or D-HH:MM:SS");
+  if (scheduler != "slurm" && (cl.has("--time") || cl.has("--container") || cl.has("--container-mounts")))
+    throw config::ConfigError("--time, --container and --container-mounts are for --scheduler slurm");
+  if (req.container_image.empty() && !req.container_mounts.empty())
+    throw config::ConfigError("--container-mounts without a container (--container IMAGE or $CONT)");
+  read_scheduler_options(cl, scheduler, cfg, req);
+  return req;
+}
+
+// Each rank runs `train` on the system file with launch's own overrides, then TRAIN_ARGS; with
+// --runs, a --seed among them must be a whole number to count up from.
+void set_rank_command(LaunchRequest& req, const config::SystemConfig& cfg, const std::vector<std::string>& own_overrides,
+                      const std::vector<std::string>& train_args) {
+  req.rank_command = {self_path(), "train", "--system", std::filesystem::absolute(cfg.file).string()};
+  for (const auto& o : own_overrides) req.rank_command.insert(req.rank_command.end(), {"--set", o});
+  req.rank_command.insert(req.rank_command.end(), train_args.begin(), train_args.end());
+  static const std::regex digits(R"(\d{1,18})");
+  for (size_t i = 0; req.runs > 1 && i + 1 < train_args.size(); ++i)
+    if (train_args[i] == "--seed" && !std::regex_match(train_args[i + 1], digits))
+      throw config::ConfigError("--seed " + train_args[i + 1] + ": --runs counts seeds up from a whole number");
+}
+
+// mpirun on this host: a configured NCCL network plugin folder must hold the plugin.
+void check_nccl_net_plugin(const config::SystemConfig& cfg, const std::string& scheduler, bool dry_run) {
+  const std::string& plugin = cfg.launch.nccl_net_plugin_dir;
+  if (!dry_run && scheduler == "mpirun" && !plugin.empty() && !has_nccl_net_plugin(plugin))
+    throw config::ConfigError(cfg.source("launch.nccl_net_plugin_dir") + ": launch.nccl_net_plugin_dir: no NCCL " +
+                              "network plugin (libnccl-net*.so) in " + plugin +
+                              " (install aws-ofi-nccl there: without it NCCL would fall back to TCP sockets)");
+}
+
+void print_command(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
+  std::printf("\n");
+}
+
+// Each scheduler's start returns the command to run in place of this process, or nothing when a
+// dry run has printed what it would run.
+
+// torchrun, with the rank environment exported here for torchrun to hand on; a dry run prints it
+// as a shell line (the rank environment, then torchrun).
+std::vector<std::string> torchrun_start(const config::SystemConfig& cfg, const LaunchRequest& req, bool dry_run) {
+  const std::vector<std::string> command = torchrun_command(cfg, req);
+  const char* ld = std::getenv("LD_LIBRARY_PATH");
+  const auto rank_env = rank_environment(cfg, ld ? ld : "");
+  if (dry_run) {
+    for (const auto& [k, v] : rank_env) std::printf("%s=%s ", k.c_str(), shell_quoted(v).c_str());
+    print_command(command);
+    return {};
+  }
+  for (const auto& [k, v] : rank_env) ::setenv(k.c_str(), v.c_str(), 1);
+  return command;
+}
+
+// mpirun, or the rank itself when one rank on this node is started directly (with the rank
+// environment here).
+std::vector<std::string> mpirun_start(const config::SystemConfig& cfg, const LaunchPlan& plan, const LaunchRequest& req,
+                                      bool dry_run) {
+  const std::vector<std::string> command = mpirun_command(cfg, plan, req);
+  if (dry_run) {
+    print_command(command);
+    return {};
+  }
+  if (command.front() != "mpirun") {
+    const char* ld = std::getenv("LD_LIBRARY_PATH");
+    for (const auto& [k, v] : rank_environment(cfg, ld ? ld : "")) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  return command;
+}
+
+// sbatch --wait on the batch script, written to --script (default mlperf-maskrcnn-<system>.sbatch)
+// and made executable; a dry run prints the script (and writes it only when --script names a file).
+std::vector<std::string> slurm_start(std::string script_path, const config::SystemConfig& cfg, const LaunchPlan& plan,
+                                     const LaunchRequest& req, bool dry_run) {
+  if (!req.hostfile.empty()) throw config::ConfigError("--hostfile: Slurm chooses the nodes (use sbatch options)");
+  const std::string script = slurm_script(cfg, plan, req);
+  if (dry_run && script_path.empty()) {
+    std::fputs(script.c_str(), stdout);
+    return {};
+  }
+  if (script_path.empty()) script_path = "mlperf-maskrcnn-" + cfg.name + ".sbatch";
+  require_writable_folder(std::filesystem::absolute(script_path).parent_path().string(), "--script");
+  std::ofstream out(script_path, std::ios::trunc);
+  out << script;
+  out.close();
+  if (!out) throw config::ConfigError("--script: cannot write " + script_path);
+  std::filesystem::permissions(script_path, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+  if (dry_run) {
+    std::printf("%s", script.c_str());
+    return {};
+  }
+  return {"sbatch", "--wait", script_path};
+}
+
 }  // namespace
 
 int launch_main(int argc, char** argv) {
-  int split = argc;  // launch's own arguments end at "--"
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--") {
-      split = i;
-      break;
-    }
+  const int split = launch_arguments_end(argc, argv);
   if (wants_help(split, argv)) return std::fputs(kUsage, stdout), 0;
   std::vector<std::string> command;
-  std::string script_path, script;
-  bool dry_run = false;
   try {
     CommandLine cl(split, argv,
                    {"--nodes", "--scheduler", "--hostfile", "--script", "--time", "--container", "--container-mounts",
                     "--runs", "--srun-mpi", "--rendezvous"},
                    {"--dry-run"});
     if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "'");
-    dry_run = cl.flag("--dry-run");
-    const std::string scheduler = cl.value("--scheduler", "mpirun");
-    if (scheduler != "mpirun" && scheduler != "slurm" && scheduler != "torchrun")
-      throw config::ConfigError("--scheduler: expected mpirun, slurm or torchrun, got '" + scheduler + "'");
+    const bool dry_run = cl.flag("--dry-run");
+    const std::string scheduler = read_scheduler(cl);
     if (cl.has("--nodes")) {
       const std::string n = cl.value("--nodes");
       cl.add_override("launch.nodes=" + n);
       cl.add_override("system.number_of_nodes=\"" + n + "\"");
     }
-    std::vector<std::string> train_args(argv + std::min(split + 1, argc), argv + argc);
-    std::vector<std::string> own_overrides = cl.overrides();
+    const std::vector<std::string> train_args(argv + std::min(split + 1, argc), argv + argc);
+    const std::vector<std::string> own_overrides = cl.overrides();
     for (size_t i = 0; i + 1 < train_args.size(); ++i)  // (main split --set=K=V already)
       if (train_args[i] == "--set") cl.add_override(train_args[i + 1]);
     const config::SystemConfig cfg = cl.system_config();
     const LaunchPlan plan = plan_launch(cfg);
-
-    // NVIDIA's CONT and MOUNTS: the container of a Slurm job (mpirun runs on the host).
-    const char* cont = scheduler == "slurm" ? std::getenv("CONT") : nullptr;
-    const char* mounts = scheduler == "slurm" ? std::getenv("MOUNTS") : nullptr;
-    LaunchRequest req{.hostfile = cl.value("--hostfile"),
-                      .time_limit = cl.value("--time"),
-                      .container_image = cl.value("--container", cont ? cont : ""),
-                      .container_mounts = cl.value("--container-mounts", mounts ? mounts : "")};
-    if (!req.hostfile.empty()) require_file(req.hostfile, "--hostfile");
-    // Slurm reads M:SS as minutes and seconds: H:MM:SS is asked for instead, to say hours plainly.
-    static const std::regex time_limit(R"(\d+|\d+:\d{2}:\d{2}|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)");
-    if (!req.time_limit.empty() && !std::regex_match(req.time_limit, time_limit))
-      throw config::ConfigError("--time " + req.time_limit + ": expected MINUTES, H:MM:SS or D-HH:MM:SS");
-    if (scheduler != "slurm" && (cl.has("--time") || cl.has("--container") || cl.has("--container-mounts")))
-      throw config::ConfigError("--time, --container and --container-mounts are for --scheduler slurm");
-    if (req.container_image.empty() && !req.container_mounts.empty())
-      throw config::ConfigError("--container-mounts without a container (--container IMAGE or $CONT)");
-    read_scheduler_options(cl, scheduler, cfg, req);
-    req.rank_command = {self_path(), "train", "--system", std::filesystem::absolute(cfg.file).string()};
-    for (const auto& o : own_overrides) req.rank_command.insert(req.rank_command.end(), {"--set", o});
-    req.rank_command.insert(req.rank_command.end(), train_args.begin(), train_args.end());
-    static const std::regex digits(R"(\d{1,18})");
-    for (size_t i = 0; req.runs > 1 && i + 1 < train_args.size(); ++i)
-      if (train_args[i] == "--seed" && !std::regex_match(train_args[i + 1], digits))
-        throw config::ConfigError("--seed " + train_args[i + 1] + ": --runs counts seeds up from a whole number");
-
-    const std::string& plugin = cfg.launch.nccl_net_plugin_dir;
-    if (!dry_run && scheduler == "mpirun" && !plugin.empty() && !has_nccl_net_plugin(plugin))
-      throw config::ConfigError(cfg.source("launch.nccl_net_plugin_dir") + ": launch.nccl_net_plugin_dir: no NCCL " +
-                                "network plugin (libnccl-net*.so) in " + plugin +
-                                " (install aws-ofi-nccl there: without it NCCL would fall back to TCP sockets)");
-    if (scheduler == "torchrun") {
-      command = torchrun_command(cfg, req);
-      const char* ld = std::getenv("LD_LIBRARY_PATH");
-      const auto rank_env = rank_environment(cfg, ld ? ld : "");
-      if (dry_run) {  // as a shell line: the rank environment, then torchrun
-        for (const auto& [k, v] : rank_env) std::printf("%s=%s ", k.c_str(), shell_quoted(v).c_str());
-        for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
-        std::printf("\n");
-        return 0;
-      }
-      for (const auto& [k, v] : rank_env) ::setenv(k.c_str(), v.c_str(), 1);  // torchrun hands it on
-    } else if (scheduler == "mpirun") {
-      command = mpirun_command(cfg, plan, req);
-      if (command.front() != "mpirun" && !dry_run) {  // started directly: the rank environment here
-        const char* ld = std::getenv("LD_LIBRARY_PATH");
-        for (const auto& [k, v] : rank_environment(cfg, ld ? ld : "")) ::setenv(k.c_str(), v.c_str(), 1);
-      }
-      if (dry_run) {
-        for (size_t i = 0; i < command.size(); ++i) std::printf("%s%s", i ? " " : "", shell_quoted(command[i]).c_str());
-        std::printf("\n");
-        return 0;
-      }
-    } else {
-      if (!req.hostfile.empty()) throw config::ConfigError("--hostfile: Slurm chooses the nodes (use sbatch options)");
-      script = slurm_script(cfg, plan, req);
-      script_path = cl.value("--script");
-      if (dry_run && script_path.empty()) return std::fputs(script.c_str(), stdout), 0;
-      if (script_path.empty()) script_path = "mlperf-maskrcnn-" + cfg.name + ".sbatch";
-      require_writable_folder(std::filesystem::absolute(script_path).parent_path().string(), "--script");
-      std::ofstream out(script_path, std::ios::trunc);
-      out << script;
-      out.close();
-      if (!out) throw config::ConfigError("--script: cannot write " + script_path);
-      std::filesystem::permissions(script_path, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
-      if (dry_run) return std::printf("%s", script.c_str()), 0;
-      command = {"sbatch", "--wait", script_path};
-    }
+    LaunchRequest req = read_request(cl, scheduler, cfg);
+    set_rank_command(req, cfg, own_overrides, train_args);
+    check_nccl_net_plugin(cfg, scheduler, dry_run);
+    if (scheduler == "torchrun") command = torchrun_start(cfg, req, dry_run);
+    else if (scheduler == "mpirun") command = mpirun_start(cfg, plan, req, dry_run);
+    else command = slurm_start(cl.value("--script"), cfg, plan, req, dry_run);
+    if (command.empty()) return 0;
   } catch (const std::exception& e) {
     return report_error("launch", e, 2);
   }

@@ -19,4 +19,14 @@ inline void check_nms_shapes(const at::Tensor& boxes, const at::Tensor& scores, 
               scores.scalar_type());
 }
 
+// batched_nms: idxs an integer tensor [K] on the boxes' device.
+inline void check_batched_nms_idxs(const at::Tensor& boxes, const at::Tensor& idxs) {
+  TORCH_CHECK(idxs.device() == boxes.device() && idxs.dim() == 1 &&
+                  idxs.size(0) == boxes.size(0) && !at::isFloatingType(idxs.scalar_type()) &&
+                  !at::isComplexType(idxs.scalar_type()) && idxs.scalar_type() != at::kBool,
+              "mrcnn::batched_nms: idxs must be an integer tensor [K] with K = ", boxes.size(0),
+              " on ", boxes.device(), ", got ", idxs.scalar_type(), " ", idxs.sizes(), " on ",
+              idxs.device());
+}
+
 }  // namespace mrcnn::ops::detail

@@ -29,6 +29,24 @@ inline void check_roi_align_args(const at::Tensor& input, const at::Tensor& rois
               pooled_height, "x", pooled_width);
 }
 
+// roi_align, once there is something to pool: an empty map has no pixel to sample (its last row
+// would be row -1).
+inline void check_nonempty_map(const at::Tensor& input, const char* op) {
+  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, op, ": input has an empty feature map ",
+              input.sizes());
+}
+
+// _roi_align_backward: rois as above in grad's dtype, grad [K, C, PH, PW].
+inline void check_roi_align_backward_args(const at::Tensor& grad, const at::Tensor& rois,
+                                          int64_t channels, int64_t pooled_height,
+                                          int64_t pooled_width, const char* op) {
+  check_rois_shape(rois, grad.scalar_type(), op);
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
+                  grad.size(2) == pooled_height && grad.size(3) == pooled_width,
+              op, ": grad must be [K, C, PH, PW] = [", rois.size(0), ", ", channels, ", ",
+              pooled_height, ", ", pooled_width, "], got ", grad.sizes());
+}
+
 // multilevel_roi_align (and its backward): rois as above, output_size and canonical_scale > 0.
 inline void check_multilevel_rois(const at::Tensor& rois, at::ScalarType features_dtype,
                                   int64_t output_size, int64_t canonical_scale, const char* op) {
@@ -55,6 +73,26 @@ inline void check_multilevel_args(at::TensorList features, const at::Tensor& roi
     TORCH_CHECK(f.size(2) > 0 && f.size(3) > 0 && f.size(2) * f.size(3) < (int64_t{1} << 31), op,
                 ": features[", l, "] has an unsupported spatial size ", f.sizes());
   }
+}
+
+// _multilevel_roi_align_backward: one height, width and format per level, each map non-empty;
+// check_multilevel_rois in grad's dtype; grad [K, C, S, S].
+inline void check_multilevel_backward_args(const at::Tensor& grad, const at::Tensor& rois,
+                                           int64_t channels, int64_t output_size,
+                                           int64_t canonical_scale, at::IntArrayRef level_heights,
+                                           at::IntArrayRef level_widths,
+                                           at::IntArrayRef level_channels_last, const char* op) {
+  const size_t num_levels = level_heights.size();
+  TORCH_CHECK(level_widths.size() == num_levels && level_channels_last.size() == num_levels, op,
+              ": backward needs one height, width and format per level");
+  check_multilevel_rois(rois, grad.scalar_type(), output_size, canonical_scale, op);
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
+                  grad.size(2) == output_size && grad.size(3) == output_size,
+              op, ": grad must be [K, C, S, S] = [", rois.size(0), ", ", channels, ", ",
+              output_size, ", ", output_size, "], got ", grad.sizes());
+  for (size_t l = 0; l < num_levels; ++l)
+    TORCH_CHECK(level_heights[l] > 0 && level_widths[l] > 0, op, ": level ", l,
+                " has an empty map (", level_heights[l], "x", level_widths[l], ")");
 }
 
 // map_rois_to_levels: [K, 5] RoIs or [K, 4] boxes, k_min <= k_max.

@@ -34,10 +34,8 @@ std::vector<int64_t> compute_levels(const T* rois, int64_t num_rois, detail::Lev
   return levels;
 }
 
-void check_common(const at::Tensor& rois, at::ScalarType dtype, int64_t output_size,
-                  int64_t canonical_scale) {
+void check_cpu_rois(const at::Tensor& rois) {
   TORCH_CHECK(rois.device().is_cpu(), kOp, ": expected rois on the CPU, got ", rois.device());
-  detail::check_multilevel_rois(rois, dtype, output_size, canonical_scale, kOp);
 }
 
 at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& rois,
@@ -46,7 +44,7 @@ at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& 
                                      int64_t canonical_level) {
   const auto range = detail::fpn_level_range(spatial_scales, features.size(), kOp);
   const at::Tensor& f0 = features[0];
-  TORCH_CHECK(rois.device().is_cpu(), kOp, ": expected rois on the CPU, got ", rois.device());
+  check_cpu_rois(rois);
   detail::check_multilevel_args(features, rois, output_size, canonical_scale, kOp);
   const int64_t batch = f0.size(0);
   const int64_t channels = f0.size(1);
@@ -98,14 +96,10 @@ std::vector<at::Tensor> multilevel_backward_kernel(
     int64_t canonical_level, int64_t batch_size, int64_t channels, at::IntArrayRef level_heights,
     at::IntArrayRef level_widths, at::IntArrayRef level_channels_last) {
   const size_t num_levels = level_heights.size();
-  TORCH_CHECK(level_widths.size() == num_levels && level_channels_last.size() == num_levels, kOp,
-              ": backward needs one height, width and format per level");
   const auto range = detail::fpn_level_range(spatial_scales, num_levels, kOp);
-  check_common(rois, grad.scalar_type(), output_size, canonical_scale);
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
-                  grad.size(2) == output_size && grad.size(3) == output_size,
-              kOp, ": grad must be [K, C, S, S] = [", rois.size(0), ", ", channels, ", ",
-              output_size, ", ", output_size, "], got ", grad.sizes());
+  check_cpu_rois(rois);
+  detail::check_multilevel_backward_args(grad, rois, channels, output_size, canonical_scale,
+                                         level_heights, level_widths, level_channels_last, kOp);
   std::vector<at::Tensor> grads;
   std::vector<cpu::LevelGeometry> geometry;
   for (size_t l = 0; l < num_levels; ++l) {

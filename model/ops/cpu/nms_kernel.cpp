@@ -66,10 +66,7 @@ at::Tensor nms_kernel(const at::Tensor& boxes, const at::Tensor& scores, double 
 at::Tensor batched_nms_kernel(const at::Tensor& boxes, const at::Tensor& scores,
                               const at::Tensor& idxs, double iou_threshold) {
   check_nms_inputs(boxes, scores, "mrcnn::batched_nms");
-  TORCH_CHECK(idxs.device().is_cpu() && idxs.dim() == 1 && idxs.size(0) == boxes.size(0) &&
-                  !at::isFloatingType(idxs.scalar_type()) && idxs.scalar_type() != at::kBool,
-              "mrcnn::batched_nms: idxs must be an integer CPU tensor [K] with K = ",
-              boxes.size(0), ", got ", idxs.scalar_type(), " ", idxs.sizes());
+  detail::check_batched_nms_idxs(boxes, idxs);
   const int64_t n = boxes.size(0);
   if (n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
   const at::Tensor b = boxes.contiguous();

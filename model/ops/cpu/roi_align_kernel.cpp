@@ -25,11 +25,10 @@ cpu::LevelData<T> level_view(const at::Tensor& t, bool channels_last) {
   return lv;
 }
 
-void check_rois(const at::Tensor& input, const at::Tensor& rois, const char* op) {
+void check_cpu(const at::Tensor& input, const at::Tensor& rois, const char* op) {
   TORCH_CHECK(input.device().is_cpu() && rois.device().is_cpu(), op,
               ": expected CPU tensors, got input on ", input.device(), " and rois on ",
               rois.device());
-  detail::check_rois_shape(rois, input.scalar_type(), op);
 }
 
 at::Tensor roi_align_forward_kernel(const at::Tensor& input, const at::Tensor& rois,
@@ -37,7 +36,7 @@ at::Tensor roi_align_forward_kernel(const at::Tensor& input, const at::Tensor& r
                                     int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
   constexpr const char* kOp = "mrcnn::roi_align";
   detail::check_roi_align_args(input, rois, pooled_height, pooled_width, kOp);
-  check_rois(input, rois, kOp);
+  check_cpu(input, rois, kOp);
   TORCH_CHECK(input.size(2) * input.size(3) < (int64_t{1} << 31), kOp,
               ": feature maps of more than 2^31 pixels are not supported");
   const bool cl = wants_channels_last(input);
@@ -47,8 +46,7 @@ at::Tensor roi_align_forward_kernel(const at::Tensor& input, const at::Tensor& r
   at::Tensor output =
       at::empty({num_rois, channels, pooled_height, pooled_width}, input.options(), fmt);
   if (output.numel() == 0) return output;
-  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, kOp, ": input has an empty feature map ",
-              input.sizes());
+  detail::check_nonempty_map(input, kOp);
   const at::Tensor input_c = input.contiguous(fmt);
   const at::Tensor rois_c = rois.contiguous();
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward", [&] {
@@ -69,11 +67,8 @@ at::Tensor roi_align_backward_kernel(const at::Tensor& grad, const at::Tensor& r
                                      int64_t height, int64_t width, int64_t sampling_ratio,
                                      bool aligned, bool channels_last) {
   constexpr const char* kOp = "mrcnn::_roi_align_backward";
-  check_rois(grad, rois, kOp);
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
-                  grad.size(2) == pooled_height && grad.size(3) == pooled_width,
-              kOp, ": grad must be [K, C, PH, PW] = [", rois.size(0), ", ", channels, ", ",
-              pooled_height, ", ", pooled_width, "], got ", grad.sizes());
+  check_cpu(grad, rois, kOp);
+  detail::check_roi_align_backward_args(grad, rois, channels, pooled_height, pooled_width, kOp);
   const auto fmt = channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   at::Tensor grad_input = at::empty({batch_size, channels, height, width}, grad.options(), fmt).zero_();
   if (grad.numel() == 0) return grad_input;

@@ -79,20 +79,12 @@ std::vector<at::Tensor> multilevel_backward_cuda(
     int64_t canonical_level, int64_t batch_size, int64_t channels, at::IntArrayRef level_heights,
     at::IntArrayRef level_widths, at::IntArrayRef level_channels_last) {
   const size_t num_levels = level_heights.size();
-  TORCH_CHECK(level_widths.size() == num_levels && level_channels_last.size() == num_levels, kOp,
-              ": backward needs one height, width and format per level");
   TORCH_CHECK(num_levels <= static_cast<size_t>(cuda::kMaxLevels), kOp, ": at most ",
               cuda::kMaxLevels, " levels are supported on CUDA");
   const auto range = detail::fpn_level_range(spatial_scales, num_levels, kOp);
   check_rois_device(rois, grad);
-  detail::check_multilevel_rois(rois, grad.scalar_type(), output_size, canonical_scale, kOp);
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
-                  grad.size(2) == output_size && grad.size(3) == output_size,
-              kOp, ": grad must be [K, C, S, S] = [", rois.size(0), ", ", channels, ", ",
-              output_size, ", ", output_size, "], got ", grad.sizes());
-  for (size_t l = 0; l < num_levels; ++l)
-    TORCH_CHECK(level_heights[l] > 0 && level_widths[l] > 0, kOp, ": level ", l,
-                " has an empty map (", level_heights[l], "x", level_widths[l], ")");
+  detail::check_multilevel_backward_args(grad, rois, channels, output_size, canonical_scale,
+                                         level_heights, level_widths, level_channels_last, kOp);
   c10::cuda::CUDAGuard device_guard(grad.device());
   const bool deterministic = cuda::deterministic_backward();
   std::vector<at::Tensor> grads;

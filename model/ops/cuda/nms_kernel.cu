@@ -47,12 +47,7 @@ at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, double io
 at::Tensor batched_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
                             const at::Tensor& idxs, double iou_threshold) {
   check_nms_inputs(boxes, scores, "mrcnn::batched_nms");
-  TORCH_CHECK(idxs.device() == boxes.device() && idxs.dim() == 1 &&
-                  idxs.size(0) == boxes.size(0) && !at::isFloatingType(idxs.scalar_type()) &&
-                  idxs.scalar_type() != at::kBool,
-              "mrcnn::batched_nms: idxs must be an integer tensor [K] with K = ", boxes.size(0),
-              " on ", boxes.device(), ", got ", idxs.scalar_type(), " ", idxs.sizes(), " on ",
-              idxs.device());
+  detail::check_batched_nms_idxs(boxes, idxs);
   c10::cuda::CUDAGuard device_guard(boxes.device());
   const int64_t n = boxes.size(0);
   if (n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));

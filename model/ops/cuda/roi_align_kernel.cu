@@ -14,12 +14,11 @@
 namespace mrcnn::ops {
 namespace {
 
-void check_cuda_inputs(const at::Tensor& input, const at::Tensor& rois, const char* op) {
+void check_cuda(const at::Tensor& input, const at::Tensor& rois, const char* op) {
   TORCH_CHECK(input.is_cuda() && rois.is_cuda(), op, ": expected CUDA tensors, got ",
               input.device(), " and ", rois.device());
   TORCH_CHECK(input.device() == rois.device(), op, ": input and rois must be on one device, got ",
               input.device(), " and ", rois.device());
-  detail::check_rois_shape(rois, input.scalar_type(), op);
 }
 
 at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& rois,
@@ -27,16 +26,14 @@ at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& roi
                                   int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
   constexpr const char* kOp = "mrcnn::roi_align";
   detail::check_roi_align_args(input, rois, pooled_height, pooled_width, kOp);
-  check_cuda_inputs(input, rois, kOp);
+  check_cuda(input, rois, kOp);
   c10::cuda::CUDAGuard device_guard(input.device());
   const bool cl = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
   at::Tensor output = at::empty({rois.size(0), input.size(1), pooled_height, pooled_width},
                                 input.options(),
                                 cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   if (output.numel() == 0) return output;
-  // As on the CPU: an empty map has no pixel to sample (its last row would be row -1).
-  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, kOp, ": input has an empty feature map ",
-              input.sizes());
+  detail::check_nonempty_map(input, kOp);
   const at::Tensor rois_c = rois.contiguous();
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward_cuda", [&] {
     cuda::LevelViews<scalar_t> views;
@@ -56,11 +53,8 @@ at::Tensor roi_align_backward_cuda(const at::Tensor& grad, const at::Tensor& roi
                                    int64_t height, int64_t width, int64_t sampling_ratio,
                                    bool aligned, bool channels_last) {
   constexpr const char* kOp = "mrcnn::_roi_align_backward";
-  check_cuda_inputs(grad, rois, kOp);
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois.size(0) && grad.size(1) == channels &&
-                  grad.size(2) == pooled_height && grad.size(3) == pooled_width,
-              kOp, ": grad must be [K, C, PH, PW] = [", rois.size(0), ", ", channels, ", ",
-              pooled_height, ", ", pooled_width, "], got ", grad.sizes());
+  check_cuda(grad, rois, kOp);
+  detail::check_roi_align_backward_args(grad, rois, channels, pooled_height, pooled_width, kOp);
   c10::cuda::CUDAGuard device_guard(grad.device());
   const bool deterministic = cuda::deterministic_backward();
   std::vector<at::Tensor> grads = {cuda::make_grad_buffer({batch_size, channels, height, width},

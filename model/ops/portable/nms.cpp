@@ -165,12 +165,7 @@ at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                        double iou_threshold) {
   check_nms_inputs(boxes, scores, "mrcnn::batched_nms");
-  TORCH_CHECK(idxs.device() == boxes.device() && idxs.dim() == 1 &&
-                  idxs.size(0) == boxes.size(0) && !at::isFloatingType(idxs.scalar_type()) &&
-                  !at::isComplexType(idxs.scalar_type()) && idxs.scalar_type() != at::kBool,
-              "mrcnn::batched_nms: idxs must be an integer tensor [K] with K = ", boxes.size(0),
-              " on ", boxes.device(), ", got ", idxs.scalar_type(), " ", idxs.sizes(), " on ",
-              idxs.device());
+  detail::check_batched_nms_idxs(boxes, idxs);
   const at::NoGradGuard no_grad;
   const at::ScalarType dtype = compute_dtype(boxes.scalar_type());
   const at::Tensor s = scores.to(dtype);

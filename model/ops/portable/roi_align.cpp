@@ -256,8 +256,7 @@ at::Tensor roi_align_float(const at::Tensor& input, const at::Tensor& rois, doub
     return at::empty({rois.size(0), input.size(1), pooled_height, pooled_width}, input.options(),
                      cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   }
-  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, kOp, ": input has an empty feature map ",
-              input.sizes());
+  detail::check_nonempty_map(input, kOp);
   const at::Tensor level = at::zeros({rois.size(0)}, rois.options().dtype(at::kLong));
   return pool({input}, rois, level, {spatial_scale}, pooled_height, pooled_width, sampling_ratio,
               aligned);

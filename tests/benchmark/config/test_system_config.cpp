@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <map>
 
 #include "benchmark/config/system_config.h"
+#include "logging/closed_division.h"
 #include "model/options_json.h"
 
 namespace mrcnn::config {
@@ -180,6 +182,27 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
       << error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json");
   EXPECT_EQ(error_of({"run.cuda_graph_shapes=1"}, "aws-p3.16xlarge.json"), "");
   EXPECT_EQ(load_system_config(kSystems + "aws-p3.16xlarge.json", {"run.cuda_graph_shapes=1"}).model.cuda_graph_shapes, 1);
+}
+
+// Config validation says each rule of logging/closed_division.h's table (the one `check` runs on a
+// log) in the table's words: a rule added to the table without a case here, or a message written
+// apart from the table, fails.
+TEST(SystemConfig, ClosedDivisionReadsTheRuleTableThatCheckReads) {
+  const std::string p3 = "aws-p3dn.24xlarge.json";
+  const std::map<std::string, std::pair<std::string, std::string>> breaking = {
+      {"opt_base_learning_rate", {"hyperparameters.by_global_batch_size.64.base_lr=0.07", " 0.07: "}},
+      {"num_image_candidates", {"hyperparameters.by_global_batch_size.64.num_image_candidates=6500", " 6500: "}},
+      {"opt_learning_rate_decay_factor", {"hyperparameters.decay_factor=0.2", " 0.2: "}},
+      {"opt_learning_rate_decay_steps", {"hyperparameters.by_global_batch_size.64.decay_steps=[18000]", ": "}},
+  };
+  for (const auto& rule : logging::closed_division::rules()) {
+    const std::string key(rule.key);
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(breaking.contains(key));
+    const auto& [override_, shown] = breaking.at(key);
+    const std::string error = error_of({override_}, p3);
+    EXPECT_NE(error.find("\n  - " + key + shown + std::string(rule.requirement)), std::string::npos) << error;
+  }
 }
 
 TEST(SystemConfig, ClosedDivisionRefusesWhatTheRulesForbidAndSaysTheRule) {
