@@ -279,6 +279,36 @@ std::optional<FeatureGraphs::Outputs> FeatureGraphs::run(const at::Tensor& image
                  {{out.begin() + levels, out.begin() + 2 * levels}, {out.begin() + 2 * levels, out.end()}}};
 }
 
+void FeatureGraphs::capture_on_side_stream(c10::Device device, Entry& e, const std::function<void()>& capture_all) {
+#if MRCNN_HAVE_CUDA
+  // Warm-up and capture on a side stream (a graph cannot capture the default stream), ordered
+  // after the work queued so far and before the work that follows.
+  const c10::DeviceIndex index = device.index();
+  if (!pool_->memory) {
+    const c10::cuda::CUDAGuard on(index);
+    pool_->memory.emplace();
+    pool_->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index);
+  }
+  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
+  const c10::cuda::CUDAStream side = *pool_->stream;
+  at::cuda::CUDAEvent before;
+  before.record(current);
+  before.block(side);
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    capture_all();
+  }
+  // Made on the side stream, written on the step's from now on.
+  for (const at::Tensor& g : e.grad_features) g.record_stream(current);
+  at::cuda::CUDAEvent after;
+  after.record(side);
+  after.block(current);
+#else
+  (void)device, (void)e;
+  capture_all();
+#endif
+}
+
 std::shared_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& images, const at::Tensor& device_sizes) {
   const std::shared_ptr<Entry> e = make_entry(sequence_);
   e->images = images.clone();  // same sizes, strides and memory format
@@ -342,34 +372,10 @@ std::shared_ptr<FeatureGraphs::Entry> FeatureGraphs::capture(const at::Tensor& i
   };
 
   try {
-#if MRCNN_HAVE_CUDA
-    if (replay_ == Replay::kCudaGraph) {
-      // Warm-up and capture on a side stream (a graph cannot capture the default stream), ordered
-      // after the work queued so far and before the work that follows.
-      const c10::DeviceIndex device = images.device().index();
-      if (!pool_->memory) {
-        const c10::cuda::CUDAGuard on(device);
-        pool_->memory.emplace();
-        pool_->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-      }
-      const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device);
-      const c10::cuda::CUDAStream side = *pool_->stream;
-      at::cuda::CUDAEvent before;
-      before.record(current);
-      before.block(side);
-      {
-        const c10::cuda::CUDAStreamGuard guard(side);
-        capture_all();
-      }
-      // Made on the side stream, written on the step's from now on.
-      for (const at::Tensor& g : e->grad_features) g.record_stream(current);
-      at::cuda::CUDAEvent after;
-      after.record(side);
-      after.block(current);
-      return e;
-    }
-#endif
-    capture_all();
+    if (replay_ == Replay::kCudaGraph)
+      capture_on_side_stream(images.device(), *e, capture_all);
+    else
+      capture_all();
   } catch (const std::exception& err) {
     throw std::runtime_error("CUDA graphs: capturing the backbone, FPN and RPN head for a " + shape_string(images) +
                              " batch failed (run.cuda_graph_shapes 0 runs them without graphs): " + err.what());

@@ -91,6 +91,9 @@ class FeatureGraphs {
  private:
   using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, int, int>;  // sizes, strides, dtype, device
   std::shared_ptr<Entry> capture(const at::Tensor& images, const at::Tensor& device_sizes);
+  // Runs capture_all on the pool's side stream of `device`, ordered after the work queued so far
+  // and before the work that follows (a CUDA graph cannot capture the default stream).
+  void capture_on_side_stream(c10::Device device, Entry& e, const std::function<void()>& capture_all);
   bool parameters_moved();
 
   Body body_;

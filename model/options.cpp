@@ -76,10 +76,9 @@ SamplingStreams parse_sampling_streams(const std::string& name) {
   invalid("sampling_streams", "\"per_image\" or \"shared\"", "\"" + name + "\"");
 }
 
-void ModelOptions::validate() const {
-  at_least("num_classes", num_classes, 2);
+namespace {
 
-  const BackboneOptions& b = backbone;
+void validate_backbone(const BackboneOptions& b, bool channels_last, Precision precision) {
   if (b.depth != 18 && b.depth != 34 && b.depth != 50 && b.depth != 101)
     invalid("backbone.depth", "18, 34, 50 or 101", std::to_string(b.depth));
   at_least("backbone.base_channels", b.base_channels, 1);
@@ -107,12 +106,9 @@ void ModelOptions::validate() const {
                   "1x1 convolution of oneDNN fails on narrower inputs)",
               std::to_string(b.base_channels));
   }
+}
 
-  at_least("fpn.out_channels", fpn.out_channels, 1);
-  if (cuda_graph_shapes < 0 || cuda_graph_shapes > 1024)
-    invalid("cuda_graph_shapes", "an integer in [0, 1024]", std::to_string(cuda_graph_shapes));
-
-  const RPNOptions& r = rpn;
+void validate_rpn(const RPNOptions& r) {
   if (r.anchor_sizes.size() != 5)
     invalid("rpn.anchor_sizes", "5 sizes (one per level P2..P6)",
             std::to_string(r.anchor_sizes.size()) + " sizes");
@@ -137,8 +133,9 @@ void ModelOptions::validate() const {
   at_least("rpn.post_nms_top_n_test", r.post_nms_top_n_test, 1);
   fraction("rpn.nms_threshold", r.nms_threshold);
   if (!(r.min_size >= 0)) invalid("rpn.min_size", "a number >= 0", str(r.min_size));
+}
 
-  const BoxHeadOptions& h = box_head;
+void validate_box_head(const BoxHeadOptions& h) {
   at_least("box_head.pooler_resolution", h.pooler_resolution, 1);
   at_least("box_head.sampling_ratio", h.sampling_ratio, 0);
   at_least("box_head.representation_size", h.representation_size, 1);
@@ -151,13 +148,27 @@ void ModelOptions::validate() const {
   fraction("box_head.nms_threshold", h.nms_threshold);
   at_least("box_head.detections_per_image", h.detections_per_image, 1);
   if (!(h.min_size >= 0)) invalid("box_head.min_size", "a number >= 0", str(h.min_size));
+}
 
-  const MaskHeadOptions& m = mask_head;
+void validate_mask_head(const MaskHeadOptions& m) {
   at_least("mask_head.pooler_resolution", m.pooler_resolution, 1);
   at_least("mask_head.sampling_ratio", m.sampling_ratio, 0);
   at_least("mask_head.conv_channels", m.conv_channels, 1);
   at_least("mask_head.num_convs", m.num_convs, 1);
   fraction("mask_head.mask_threshold", m.mask_threshold);
+}
+
+}  // namespace
+
+void ModelOptions::validate() const {
+  at_least("num_classes", num_classes, 2);
+  validate_backbone(backbone, channels_last, precision);
+  at_least("fpn.out_channels", fpn.out_channels, 1);
+  if (cuda_graph_shapes < 0 || cuda_graph_shapes > 1024)
+    invalid("cuda_graph_shapes", "an integer in [0, 1024]", std::to_string(cuda_graph_shapes));
+  validate_rpn(rpn);
+  validate_box_head(box_head);
+  validate_mask_head(mask_head);
 }
 
 ModelOptions torchvision_options(int num_classes) {

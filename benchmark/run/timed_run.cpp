@@ -158,6 +158,20 @@ int64_t TimedRun::log_run_stop(std::string_view status) {
 
 void TimedRun::close_log_aborted() { log_run_stop(logging::value::kAborted); }
 
+void TimedRun::tell_run_stopped(bool aborted) {
+  for (RunObserver* o : options_.observers) {
+    if (!aborted) {
+      o->run_stopped();
+      continue;
+    }
+    try {  // the run's own error is the one to report
+      o->run_stopped();
+    } catch (const std::exception& e) {
+      logging::warn(std::string("after the aborted run: ") + e.what());
+    }
+  }
+}
+
 RunResult TimedRun::run() {
   result_.run_start_ms = mllog_.log(key::kRunStart);
   if (result_.run_start_ms == 0) result_.run_start_ms = logging::now_ms();
@@ -208,13 +222,7 @@ RunResult TimedRun::run() {
       result_.stop_reason = "unknown error";
     }
     if (scorer_) scorer_->wait_all();
-    for (RunObserver* o : options_.observers) {
-      try {
-        o->run_stopped();
-      } catch (const std::exception& e) {
-        logging::warn(std::string("after the aborted run: ") + e.what());
-      }
-    }
+    tell_run_stopped(/*aborted=*/true);
     throw;
   }
 
@@ -229,7 +237,7 @@ RunResult TimedRun::run() {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Scores of epochs after convergence may still be running; they are not logged.
   scorer_->wait_all();
-  for (RunObserver* o : options_.observers) o->run_stopped();
+  tell_run_stopped(/*aborted=*/false);
   if (comm_.is_main()) {
     if (result_.success)
       logging::info(logging::strprintf("time to train: %.1f s (%.2f min), targets reached at epoch %lld",

@@ -164,6 +164,8 @@ class TimedRun {
  private:
   // run_stop with `status`, once: 0 (nothing logged) when it was logged before.
   int64_t log_run_stop(std::string_view status);
+  // Every observer's run_stopped(); after an abort an observer's error is logged, not thrown.
+  void tell_run_stopped(bool aborted);
   void log_accuracy(int64_t epoch, std::exception_ptr error, const Accuracy& acc);
   void run_validation(int64_t epoch);
   template <typename Hook>
