@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "benchmark/comm/detection_bytes.h"
+#include "eval/detection_bytes.h"
 #include "benchmark/run/coco_results.h"
 
 namespace mrcnn::run {
@@ -26,10 +26,10 @@ void CocoScorer::finish_epoch(int64_t epoch, std::function<void(int64_t, std::ex
   auto started = std::chrono::steady_clock::now();
   if (comm_.world_size() > 1) {
     // Rank order; within an image the model's order is kept, which is all COCOeval depends on.
-    const std::vector<std::string> all = comm_.gather_bytes(comm::encode_detections(pending_), 0);
+    const std::vector<std::string> all = comm_.gather_bytes(eval::encode_detections(pending_), 0);
     pending_.clear();
     if (!comm_.is_main()) return;
-    for (const auto& bytes : all) comm::decode_detections(bytes, pending_);
+    for (const auto& bytes : all) eval::decode_detections(bytes, pending_);
   }
   std::future<eval::EpochEval> future = evaluator_.submit(epoch, std::move(pending_));
   pending_.clear();
