@@ -21,16 +21,27 @@ AsyncEvaluator::AsyncEvaluator(std::shared_ptr<const Dataset> ground_truth, Opti
 
 AsyncEvaluator::~AsyncEvaluator() { shutdown(true); }
 
-std::future<EpochEval> AsyncEvaluator::submit(int64_t epoch, std::vector<Detection> detections) {
+void AsyncEvaluator::submit(int64_t epoch, std::vector<Detection> detections, OnDone on_done) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) {
     throw std::logic_error("AsyncEvaluator::submit(epoch " + std::to_string(epoch) +
                            ") after shutdown()");
   }
-  Job job{epoch, std::move(detections), {}, std::chrono::steady_clock::now()};
-  std::future<EpochEval> f = job.promise.get_future();
-  queue_.push_back(std::move(job));
+  queue_.push_back(Job{epoch, std::move(detections), std::move(on_done), std::chrono::steady_clock::now()});
+  ++unfinished_;
   cv_.notify_one();
+}
+
+std::future<EpochEval> AsyncEvaluator::submit(int64_t epoch, std::vector<Detection> detections) {
+  auto promise = std::make_shared<std::promise<EpochEval>>();
+  std::future<EpochEval> f = promise->get_future();
+  submit(epoch, std::move(detections), [promise](EpochEval r, std::exception_ptr error) {
+    if (error) {
+      promise->set_exception(error);
+    } else {
+      promise->set_value(std::move(r));
+    }
+  });
   return f;
 }
 
@@ -39,24 +50,50 @@ size_t AsyncEvaluator::pending() const {
   return queue_.size() + (running_job_ ? 1 : 0);
 }
 
+void AsyncEvaluator::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this]() { return unfinished_ == 0; });
+}
+
+void AsyncEvaluator::finished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--unfinished_ == 0) idle_.notify_all();
+}
+
 void AsyncEvaluator::shutdown(bool drain) {
-  std::deque<Job> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    if (!drain) dropped.swap(queue_);
+    if (!drain) cancelling_ = true;
     cv_.notify_all();
   }
-  for (Job& job : dropped) {
-    job.promise.set_exception(std::make_exception_ptr(std::runtime_error(
-        "AsyncEvaluator shut down before epoch " + std::to_string(job.epoch) + " was evaluated")));
-  }
   if (worker_.joinable()) worker_.join();
+}
+
+EpochEval AsyncEvaluator::score(Job& job, bool cancelled, std::exception_ptr& error) {
+  const auto start = std::chrono::steady_clock::now();
+  EpochEval r;
+  r.epoch = job.epoch;
+  try {
+    if (cancelled) {
+      throw std::runtime_error("AsyncEvaluator shut down before epoch " + std::to_string(job.epoch) +
+                               " was evaluated");
+    }
+    r.queued_seconds = std::chrono::duration<double>(start - job.submitted).count();
+    r.results = evaluator_.evaluate(job.detections, types_);
+    r.scoring_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } catch (...) {
+    error = std::current_exception();
+    r = EpochEval{.epoch = job.epoch};
+  }
+  job.detections = {};  // free the detections before handing the result over
+  return r;
 }
 
 void AsyncEvaluator::run() {
   for (;;) {
     Job job;
+    bool cancelled = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this]() { return stopping_ || !queue_.empty(); });
@@ -64,30 +101,18 @@ void AsyncEvaluator::run() {
       job = std::move(queue_.front());
       queue_.pop_front();
       running_job_ = true;
+      cancelled = cancelling_;
     }
-    const auto start = std::chrono::steady_clock::now();
-    EpochEval r;
     std::exception_ptr error;
-    try {
-      r.epoch = job.epoch;
-      r.queued_seconds = std::chrono::duration<double>(start - job.submitted).count();
-      r.results = evaluator_.evaluate(job.detections, types_);
-      r.scoring_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    job.detections = {};  // free the detections before handing the result over
+    EpochEval r = score(job, cancelled, error);
     {
-      // Not pending any more once its future is ready: pending() == 0 after the last get().
+      // Not pending any more once its on_done runs: pending() == 0 after the last future's get().
       std::lock_guard<std::mutex> lock(mu_);
       running_job_ = false;
     }
-    if (error) {
-      job.promise.set_exception(error);
-    } else {
-      job.promise.set_value(std::move(r));
-    }
+    job.on_done(std::move(r), error);
+    job.on_done = nullptr;  // what the callback holds goes before wait() returns
+    finished();
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "benchmark/data/coco_layout.h"
@@ -18,26 +19,32 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The arrays options.source asks for, and where they came from.
-std::pair<CocoArrays, CocoDatasetSource> read_arrays(const CocoDatasetOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const CocoIndexOptions wanted = CocoDataset::index_options(o);
-  CocoDatasetSource source;
+// The index options.source allows, when it is current; otherwise nothing, with why the JSON
+// serves in source.note (and an error when options.source is "index").
+std::optional<CocoArrays> allowed_index(const CocoDatasetOptions& o, CocoDatasetSource& source) {
   if (o.source != "json" && o.source != "auto" && o.source != "index")
     throw std::invalid_argument("CocoDatasetOptions::source must be auto, json or index, got '" + o.source + "'");
-  if (o.source != "json") {
-    if (o.index_file.empty()) throw std::invalid_argument("CocoDatasetOptions: source " + o.source + " without an index_file");
-    IndexOpen opened = open_coco_index(o.index_file, o.annotation_file, wanted);
-    if (opened.arrays) {
-      source.index = true;
-      source.seconds = seconds_since(t0);
-      return {std::move(*opened.arrays), source};
-    }
-    if (o.source == "index") throw std::runtime_error("data.annotation_source is \"index\" but " + opened.reason);
-    source.note = opened.reason;
+  if (o.source == "json") return std::nullopt;
+  if (o.index_file.empty()) throw std::invalid_argument("CocoDatasetOptions: source " + o.source + " without an index_file");
+  IndexOpen opened = open_coco_index(o.index_file, o.annotation_file, CocoDataset::index_options(o));
+  if (opened.arrays) return std::move(opened.arrays);
+  if (o.source == "index") throw std::runtime_error("data.annotation_source is \"index\" but " + opened.reason);
+  source.note = opened.reason;
+  return std::nullopt;
+}
+
+// The arrays options.source asks for, and where they came from; `parse` gives the annotations
+// when the JSON serves.
+template <typename Parse>
+std::pair<CocoArrays, CocoDatasetSource> read_arrays(const CocoDatasetOptions& o, Parse parse) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CocoDatasetSource source;
+  if (std::optional<CocoArrays> mapped = allowed_index(o, source)) {
+    source.index = true;
+    source.seconds = seconds_since(t0);
+    return {std::move(*mapped), source};
   }
-  const eval::Dataset coco = eval::load_dataset(o.annotation_file);
-  CocoArrays arrays = build_coco_arrays(coco, wanted, o.annotation_file, o.progress);
+  CocoArrays arrays = build_coco_arrays(parse(), CocoDataset::index_options(o), o.annotation_file, o.progress);
   source.seconds = seconds_since(t0);
   return {std::move(arrays), source};
 }
@@ -60,7 +67,11 @@ CocoIndexOptions CocoDataset::index_options(const CocoDatasetOptions& options) {
           .legacy_plus_one = options.transform.legacy_plus_one};
 }
 
-CocoDataset::CocoDataset(const CocoDatasetOptions& options) : CocoDataset(options, read_arrays(options)) {}
+CocoDataset::CocoDataset(const CocoDatasetOptions& options)
+    : CocoDataset(options, read_arrays(options, [&options]() { return eval::load_dataset(options.annotation_file); })) {}
+
+CocoDataset::CocoDataset(const CocoDatasetOptions& options, const eval::Dataset& parsed)
+    : CocoDataset(options, read_arrays(options, [&parsed]() -> const eval::Dataset& { return parsed; })) {}
 
 CocoDataset::CocoDataset(const CocoDatasetOptions& options, std::pair<CocoArrays, CocoDatasetSource> read)
     : CocoDataset(options, std::move(read.first), std::move(read.second)) {}

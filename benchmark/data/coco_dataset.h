@@ -1,6 +1,7 @@
 // A COCO-format detection dataset (annotations/instances_<split>.json + <split>/*.jpg), served
 // through the Dataset interface from the flat arrays of coco_index.h: built from the JSON (read
-// with the evaluator's COCO reader, eval/coco.h), or mapped from the index `data prepare` wrote.
+// with the evaluator's COCO reader, eval/coco.h, or already read by the caller, who also scores
+// against it), or mapped from the index `data prepare` wrote.
 //
 // What it keeps, as the MLPerf reference (maskrcnn-benchmark's COCODataset) does:
 //   * images in ascending id order;
@@ -53,6 +54,7 @@ struct CocoDatasetSource {
   bool index = false;  // mapped from the prepared index (else built from the JSON)
   std::string note;    // why the JSON served where an index was allowed ("" otherwise)
   double seconds = 0;  // reading (and checking) the annotations into training-ready arrays
+                       // (from annotations the caller parsed: building the arrays alone)
 };
 
 class CocoDataset final : public Dataset {
@@ -61,6 +63,9 @@ class CocoDataset final : public Dataset {
   // the JSON itself) naming the file and the element on bad input, and naming the index when
   // "index" was asked for and it is absent, stale, or corrupt.
   explicit CocoDataset(const CocoDatasetOptions& options);
+  // The same from annotations already parsed from options.annotation_file (not read again; not
+  // kept: the arrays are built from it, or mapped from the index where options.source says so).
+  CocoDataset(const CocoDatasetOptions& options, const eval::Dataset& parsed);
   // Serves arrays already built or mapped (their options must be the dataset options').
   CocoDataset(const CocoDatasetOptions& options, CocoArrays arrays, CocoDatasetSource source);
 

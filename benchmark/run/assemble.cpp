@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 
 #include "benchmark/run/coco_results.h"
 #include "benchmark/run/device_backend.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/launch_plan.h"
+#include "benchmark/run/validation_split.h"
 #include "benchmark/train/checkpoint.h"
 #include "eval/coco.h"
 #include "logging/console.h"
@@ -148,9 +150,11 @@ model::MaskRCNN load_network(const SystemConfig& c, const std::string& path) {
 RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::Device device, bool progress) {
   const data::CocoLayout layout = coco_layout(c);
   const int rank = comm.rank(), world = comm.world_size();
-  // The validation set is read by val_data and labels the scorer's results; TimedRun calls the
-  // factories in the order train_data, val_data, scorer.
-  auto val_dataset = std::make_shared<std::shared_ptr<const data::CocoDataset>>();
+  // One validation split for both val_data and the scorer, read by whichever TimedRun calls first.
+  const std::shared_future<ValidationSplit> val =
+      std::async(std::launch::deferred, [=, &c]() {
+        return ValidationSplit::read(layout, c.data.val_split, dataset_options(c, layout, c.data.val_split, false, progress));
+      }).share();
   RunParts parts;
   parts.train_data = [=, &c]() -> std::unique_ptr<DataSource> {
     auto ds = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.train_split, true, progress));
@@ -170,17 +174,17 @@ RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::De
     return std::make_unique<CocoData>(ds, train_data_options(c, device), rank, world);
   };
   parts.val_data = [=, &c]() -> std::unique_ptr<DataSource> {
-    *val_dataset = std::make_shared<const data::CocoDataset>(dataset_options(c, layout, c.data.val_split, false, progress));
-    if ((*val_dataset)->size() == 0)
-      throw DataError(layout.annotation_file(c.data.val_split).string() + ": no image to evaluate");
-    return std::make_unique<CocoData>(*val_dataset, eval_data_options(c, device), rank, world);
+    const ValidationSplit& v = val.get();
+    if (v.dataset->size() == 0) throw DataError(layout.annotation_file(v.split).string() + ": no image to evaluate");
+    return std::make_unique<CocoData>(v.dataset, eval_data_options(c, device), rank, world);
   };
   parts.scorer = [=, &c, &comm]() -> std::unique_ptr<Scorer> {
-    auto gt = std::make_shared<const eval::Dataset>(eval::load_dataset(layout.annotation_file(c.data.val_split).string()));
-    if (std::none_of(gt->annotations.begin(), gt->annotations.end(), [](const eval::Annotation& a) { return !a.iscrowd; }))
-      throw DataError(gt->source + ": no object to evaluate against (every AP would be -1): " +
-                      std::to_string(gt->annotations.size()) + " annotations, all crowd regions");
-    return std::make_unique<CocoScorer>(gt, label_map((*val_dataset)->category_ids()), scorer_options(c), comm);
+    const ValidationSplit& v = val.get();
+    const eval::Dataset& gt = *v.ground_truth;
+    if (std::none_of(gt.annotations.begin(), gt.annotations.end(), [](const eval::Annotation& a) { return !a.iscrowd; }))
+      throw DataError(gt.source + ": no object to evaluate against (every AP would be -1): " +
+                      std::to_string(gt.annotations.size()) + " annotations, all crowd regions");
+    return std::make_unique<CocoScorer>(v.ground_truth, v.label_to_category, scorer_options(c), comm);
   };
   return parts;
 }

@@ -8,6 +8,7 @@
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/device_backend.h"
 #include "benchmark/run/commands.h"
+#include "benchmark/run/validation_split.h"
 #include "eval/coco_eval.h"
 #include "logging/console.h"
 #include "logging/progress.h"
@@ -51,18 +52,16 @@ EvalInputs read_inputs(int argc, char** argv) {
 }
 
 // COCO results of the network on every image of the split, in the sampler's order.
-std::vector<eval::Detection> infer(const EvalInputs& in, model::MaskRCNN& net) {
-  const SystemConfig& cfg = in.config;
-  auto dataset = std::make_shared<const data::CocoDataset>(dataset_options(cfg, in.layout, in.split, false, true));
-  CocoData val(dataset, eval_data_options(cfg, device_of(cfg)), 0, 1);
-  const std::vector<uint64_t> labels = label_map(dataset->category_ids());
+std::vector<eval::Detection> infer(const SystemConfig& cfg, const ValidationSplit& split, model::MaskRCNN& net) {
+  CocoData val(split.dataset, eval_data_options(cfg, device_of(cfg)), 0, 1);
   std::vector<eval::Detection> results;
   at::NoGradGuard no_grad;
-  logging::Progress bar("eval " + in.split, dataset->size(), "img");
+  logging::Progress bar("eval " + split.split, split.dataset->size(), "img");
   auto stream = val.epoch(1);
   int64_t done = 0;
   while (auto batch = stream->next()) {
-    for (const auto& d : net->inference(*batch)) to_coco_results(d, labels, cfg.data.transform.legacy_plus_one, results);
+    for (const auto& d : net->inference(*batch))
+      to_coco_results(d, split.label_to_category, cfg.data.transform.legacy_plus_one, results);
     done += batch->size();
     bar.update(done);
   }
@@ -91,9 +90,10 @@ int eval_main(int argc, char** argv) {
     logging::setup_console();
     apply_launch_settings(in.config);
     model::MaskRCNN net = load_network(in.config, in.weights);
-    const std::vector<eval::Detection> results = infer(in, net);
-    const auto gt = std::make_shared<const eval::Dataset>(eval::load_dataset(in.layout.annotation_file(in.split).string()));
-    eval::CocoEvaluator evaluator(gt, {.threads = static_cast<int>(in.config.run.eval_threads)});
+    const ValidationSplit split =
+        ValidationSplit::read(in.layout, in.split, dataset_options(in.config, in.layout, in.split, false, true));
+    const std::vector<eval::Detection> results = infer(in.config, split, net);
+    eval::CocoEvaluator evaluator(split.ground_truth, {.threads = static_cast<int>(in.config.run.eval_threads)});
     const std::vector<eval::IouType> types{eval::IouType::kBbox, eval::IouType::kSegm};
     logging::Json out = logging::Json::object();
     for (const auto& r : evaluator.evaluate(results, types)) {

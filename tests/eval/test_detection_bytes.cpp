@@ -1,14 +1,14 @@
 #include <gtest/gtest.h>
 
-#include "benchmark/comm/detection_bytes.h"
+#include "eval/detection_bytes.h"
 
-namespace mrcnn::comm {
+namespace mrcnn::eval {
 namespace {
 
-using Kind = eval::Segmentation::Kind;
+using Kind = Segmentation::Kind;
 
-std::vector<eval::Detection> every_kind() {
-  std::vector<eval::Detection> dets(4);
+std::vector<Detection> every_kind() {
+  std::vector<Detection> dets(4);
   dets[0] = {.image_id = (1ULL << 40) + 3, .category_id = 90, .score = 0.123456789012345, .has_bbox = true,
              .bbox = {1.5, 2.25, 30.125, 0.0}};
   dets[1].image_id = 7;
@@ -31,7 +31,7 @@ std::vector<eval::Detection> every_kind() {
   return dets;
 }
 
-void expect_same(const eval::Detection& a, const eval::Detection& b) {
+void expect_same(const Detection& a, const Detection& b) {
   EXPECT_EQ(a.image_id, b.image_id);
   EXPECT_EQ(a.category_id, b.category_id);
   EXPECT_EQ(a.score, b.score);  // bit for bit: the scores decide COCOeval's order
@@ -47,7 +47,7 @@ void expect_same(const eval::Detection& a, const eval::Detection& b) {
 
 TEST(GatherDetections, RoundTripsEveryField) {
   const auto dets = every_kind();
-  std::vector<eval::Detection> back;
+  std::vector<Detection> back;
   decode_detections(encode_detections(dets), back);
   ASSERT_EQ(back.size(), dets.size());
   for (size_t i = 0; i < dets.size(); ++i) expect_same(dets[i], back[i]);
@@ -55,8 +55,8 @@ TEST(GatherDetections, RoundTripsEveryField) {
 
 TEST(GatherDetections, AppendsInRankOrder) {
   const auto dets = every_kind();
-  const std::vector<eval::Detection> rank0(dets.begin(), dets.begin() + 2), rank1(dets.begin() + 2, dets.end());
-  std::vector<eval::Detection> merged;
+  const std::vector<Detection> rank0(dets.begin(), dets.begin() + 2), rank1(dets.begin() + 2, dets.end());
+  std::vector<Detection> merged;
   for (const auto& bytes : {encode_detections(rank0), encode_detections({}), encode_detections(rank1)})
     decode_detections(bytes, merged);
   ASSERT_EQ(merged.size(), dets.size());
@@ -66,10 +66,10 @@ TEST(GatherDetections, AppendsInRankOrder) {
 TEST(GatherDetections, RefusesTruncatedOrPaddedBuffers) {
   const std::string bytes = encode_detections(every_kind());
   for (size_t cut : {size_t{0}, size_t{3}, size_t{8}, bytes.size() / 2, bytes.size() - 1}) {
-    std::vector<eval::Detection> out;
+    std::vector<Detection> out;
     EXPECT_THROW(decode_detections(std::string_view(bytes).substr(0, cut), out), std::runtime_error) << cut;
   }
-  std::vector<eval::Detection> out;
+  std::vector<Detection> out;
   EXPECT_THROW(decode_detections(bytes + "x", out), std::runtime_error);
   // A count larger than what the buffer can hold is refused before anything is allocated.
   std::string huge = bytes;
@@ -78,4 +78,4 @@ TEST(GatherDetections, RefusesTruncatedOrPaddedBuffers) {
 }
 
 }  // namespace
-}  // namespace mrcnn::comm
+}  // namespace mrcnn::eval

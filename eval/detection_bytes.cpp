@@ -1,11 +1,11 @@
-#include "benchmark/comm/detection_bytes.h"
+#include "eval/detection_bytes.h"
 
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
 
-namespace mrcnn::comm {
+namespace mrcnn::eval {
 namespace {
 
 template <typename T>
@@ -53,8 +53,8 @@ class Reader {
 
 }  // namespace
 
-std::string encode_detections(const std::vector<eval::Detection>& dets) {
-  using Kind = eval::Segmentation::Kind;
+std::string encode_detections(const std::vector<Detection>& dets) {
+  using Kind = Segmentation::Kind;
   std::string out;
   put<uint64_t>(out, dets.size());
   for (const auto& d : dets) {
@@ -93,13 +93,13 @@ std::string encode_detections(const std::vector<eval::Detection>& dets) {
   return out;
 }
 
-void decode_detections(std::string_view bytes, std::vector<eval::Detection>& out) {
-  using Kind = eval::Segmentation::Kind;
+void decode_detections(std::string_view bytes, std::vector<Detection>& out) {
+  using Kind = Segmentation::Kind;
   Reader r(bytes);
   const uint64_t n = r.count(8 + 8 + 8 + 1 + 32 + 1);
   out.reserve(out.size() + n);
   for (uint64_t i = 0; i < n; ++i) {
-    eval::Detection d;
+    Detection d;
     d.image_id = r.get<uint64_t>();
     d.category_id = r.get<uint64_t>();
     d.score = r.get<double>();
@@ -139,4 +139,4 @@ void decode_detections(std::string_view bytes, std::vector<eval::Detection>& out
   if (!r.done()) throw std::runtime_error("gathered detections: trailing bytes after the last record");
 }
 
-}  // namespace mrcnn::comm
+}  // namespace mrcnn::eval
