@@ -22,6 +22,7 @@ AsyncEvaluator::AsyncEvaluator(std::shared_ptr<const Dataset> ground_truth, Opti
 AsyncEvaluator::~AsyncEvaluator() { shutdown(true); }
 
 void AsyncEvaluator::submit(int64_t epoch, std::vector<Detection> detections, OnDone on_done) {
+  if (!on_done) throw std::invalid_argument("AsyncEvaluator::submit(epoch " + std::to_string(epoch) + "): no on_done");
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) {
     throw std::logic_error("AsyncEvaluator::submit(epoch " + std::to_string(epoch) +

@@ -73,7 +73,8 @@ class AsyncEvaluator {
 
   // Queues the detections of `epoch` (taken by value: the caller may move them in) and returns
   // at once; `on_done` is called on the background thread when they are scored. Throws
-  // std::logic_error after shutdown() (on_done is then never called).
+  // std::invalid_argument when on_done is empty, std::logic_error after shutdown() (on_done is
+  // then never called).
   void submit(int64_t epoch, std::vector<Detection> detections, OnDone on_done);
   // The same, the result (or the error) delivered through the returned future.
   std::future<EpochEval> submit(int64_t epoch, std::vector<Detection> detections);
@@ -82,7 +83,8 @@ class AsyncEvaluator {
   // just before its on_done is called (its future is ready).
   size_t pending() const;
 
-  // Blocks until every job submitted before the call is scored and its on_done has returned.
+  // Blocks until no job is left unfinished: every job submitted before the call (and any other
+  // thread submits meanwhile) is scored and its on_done has returned.
   void wait();
 
   // Stops accepting jobs and joins the background thread; with drain, queued jobs are scored

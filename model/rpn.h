@@ -10,7 +10,8 @@
 // convolution gradient (the loss reads a few hundred cells of maps of up to 134,400 cells).
 //
 // Parameter names: head.conv.*, head.cls_logits.*, head.bbox_pred.*.
-// Thread-safety: as any torch::nn::Module; a forward call mutates the generators it is given.
+// Thread-safety: as any torch::nn::Module; losses() and forward_train() draw from (mutate) the
+// sample streams they are given.
 #pragma once
 
 #include <ATen/core/Generator.h>

@@ -30,18 +30,6 @@ c10::Device device_of(const SystemConfig& c, int local_rank) {
   return device;
 }
 
-void check_inputs(const SystemConfig& c) {
-  const data::CocoLayout layout = coco_layout(c);
-  const std::string hint = " (run_scripts/demo.sh generates the synthetic one)";
-  require_path(layout.root.string(), true, "dataset folder", hint);
-  for (const auto& split : {c.data.train_split, c.data.val_split}) {
-    require_path(layout.annotation_file(split).string(), false, "dataset annotation file", hint);
-    require_path(layout.image_dir(split).string(), true, "dataset image folder", hint);
-  }
-  if (!c.run.initial_weights.empty()) require_path(c.run.initial_weights, false, "initial weights");
-  require_device_backend(c);
-}
-
 data::CocoLayout coco_layout(const SystemConfig& c, const std::string& data_dir) {
   return {data_dir.empty() ? fs::path(c.run.data_dir) : fs::path(data_dir)};
 }
@@ -161,29 +149,18 @@ RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::De
     logging::info("train set: " + ds->stats().summary() + "; read from the " +
                   (ds->source().index ? "index" : "JSON") + " in " + std::to_string(ds->source().seconds) + " s");
     if (!ds->source().note.empty()) logging::info("train set: the JSON served: " + ds->source().note);
-    const std::string file = layout.annotation_file(c.data.train_split).string();
-    if (ds->size() == 0)
-      throw DataError(file + ": no image to train on (" + ds->stats().summary() + ")");
-    if (ds->stats().instances_kept == 0)
-      throw DataError(file + ": no object to train on, every annotation is a crowd region or empty (" +
-                      ds->stats().summary() + ")");
-    if (ds->num_classes() != c.model.num_classes)
-      throw std::runtime_error(layout.root.string() + ": the training set has " + std::to_string(ds->num_classes() - 1) +
-                               " categories, the model " + std::to_string(c.model.num_classes - 1) +
-                               " (set model.num_classes)");
+    check_training_set(*ds, layout.annotation_file(c.data.train_split).string(), layout.root.string(),
+                       c.model.num_classes);
     return std::make_unique<CocoData>(ds, train_data_options(c, device), rank, world);
   };
   parts.val_data = [=, &c]() -> std::unique_ptr<DataSource> {
     const ValidationSplit& v = val.get();
-    if (v.dataset->size() == 0) throw DataError(layout.annotation_file(v.split).string() + ": no image to evaluate");
+    v.check_images();
     return std::make_unique<CocoData>(v.dataset, eval_data_options(c, device), rank, world);
   };
   parts.scorer = [=, &c, &comm]() -> std::unique_ptr<Scorer> {
     const ValidationSplit& v = val.get();
-    const eval::Dataset& gt = *v.ground_truth;
-    if (std::none_of(gt.annotations.begin(), gt.annotations.end(), [](const eval::Annotation& a) { return !a.iscrowd; }))
-      throw DataError(gt.source + ": no object to evaluate against (every AP would be -1): " +
-                      std::to_string(gt.annotations.size()) + " annotations, all crowd regions");
+    v.check_objects();
     return std::make_unique<CocoScorer>(v.ground_truth, v.label_to_category, scorer_options(c), comm);
   };
   return parts;

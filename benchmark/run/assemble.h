@@ -34,11 +34,6 @@ using config::SystemConfig;
 // run.device; "cuda" (or "xpu") without an index is the GPU of the rank's index on its node.
 c10::Device device_of(const SystemConfig& config, int local_rank = 0);
 
-// Checks before anything is written that the inputs the configuration names exist (the dataset
-// folder with both splits, the initial weights) and that the device can be used; throws
-// ConfigError naming the file or key.
-void check_inputs(const SystemConfig& config);
-
 // The dataset folder of the run (run.data_dir), or `data_dir` when a command names another.
 data::CocoLayout coco_layout(const SystemConfig& config, const std::string& data_dir = "");
 

@@ -37,4 +37,16 @@ logging::Json CocoData::sample_metadata() const {
   return j;
 }
 
+void check_training_set(const data::CocoDataset& ds, const std::string& file, const std::string& root,
+                        int64_t num_classes) {
+  if (ds.size() == 0) throw DataError(file + ": no image to train on (" + ds.stats().summary() + ")");
+  if (ds.stats().instances_kept == 0)
+    throw DataError(file + ": no object to train on, every annotation is a crowd region or empty (" +
+                    ds.stats().summary() + ")");
+  if (ds.num_classes() != num_classes)
+    throw std::runtime_error(root + ": the training set has " + std::to_string(ds.num_classes() - 1) +
+                             " categories, the model " + std::to_string(num_classes - 1) +
+                             " (set model.num_classes)");
+}
+
 }  // namespace mrcnn::run

@@ -2,7 +2,9 @@
 // sampler's seeded order, read by the threaded loader.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "benchmark/data/coco_dataset.h"
 #include "benchmark/data/loader.h"
@@ -16,6 +18,12 @@ struct CocoDataOptions {
   data::LoaderOptions loader;
   uint64_t seed = 0;
 };
+
+// Whether a training set can be trained on by a model of `num_classes` (background included):
+// throws DataError naming `annotation_file` when it has no image or no object, and
+// std::runtime_error naming the dataset folder `root` when its category count is not the model's.
+void check_training_set(const data::CocoDataset& dataset, const std::string& annotation_file,
+                        const std::string& root, int64_t num_classes);
 
 // One split of a COCO folder for this rank: epoch e (1-based) is the sampler's epoch e - 1.
 class CocoData final : public DataSource {

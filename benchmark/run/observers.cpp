@@ -102,6 +102,7 @@ FingerprintWriter::FingerprintWriter(const config::SystemConfig& config, int wor
                                      const std::string& communicator, std::string path, std::string log_path,
                                      logging::MLLogger& mllog)
     : config_(config),
+      world_size_(world_size),
       path_(std::move(path)),
       log_path_(std::move(log_path)),
       fingerprint_(run_fingerprint(config, world_size, communicator)) {
@@ -110,7 +111,8 @@ FingerprintWriter::FingerprintWriter(const config::SystemConfig& config, int wor
             logging::Json{{"file", std::filesystem::path(path_).filename().string()}});
 }
 
-void FingerprintWriter::run_stopped() {
+void FingerprintWriter::run_stopped(bool aborted) {
+  if (aborted && world_size_ > 1) return;
   add_data_fingerprint(fingerprint_, config_, log_path_);
   analysis::write_fingerprint(fingerprint_, path_);
 }

@@ -77,11 +77,14 @@ class FingerprintWriter final : public RunObserver {
   // the ranks run on. `config` must outlive the writer.
   FingerprintWriter(const config::SystemConfig& config, int world_size, const std::string& communicator,
                     std::string path, std::string log_path, logging::MLLogger& mllog);
-  // Adds the data's checksums and counts, and writes the file again.
-  void run_stopped() override;
+  // Adds the data's checksums and counts, and writes the file again; after an aborted run of
+  // several ranks it leaves the file as it is (the other ranks wait for rank 0 to end them, not
+  // to hash the data).
+  void run_stopped(bool aborted) override;
 
  private:
   const config::SystemConfig& config_;
+  int world_size_;
   std::string path_, log_path_;
   analysis::Json fingerprint_;
 };

@@ -160,14 +160,10 @@ void TimedRun::close_log_aborted() { log_run_stop(logging::value::kAborted); }
 
 void TimedRun::tell_run_stopped(bool aborted) {
   for (RunObserver* o : options_.observers) {
-    if (!aborted) {
-      o->run_stopped();
-      continue;
-    }
-    try {  // the run's own error is the one to report
-      o->run_stopped();
+    try {  // the run's own outcome is the one to report
+      o->run_stopped(aborted);
     } catch (const std::exception& e) {
-      logging::warn(std::string("after the aborted run: ") + e.what());
+      logging::warn(std::string("after run_stop: ") + e.what());
     }
   }
 }

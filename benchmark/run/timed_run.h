@@ -107,9 +107,10 @@ class RunObserver {
   virtual void eval_done(int64_t /*epoch*/, double /*inference_seconds*/) {}
   // After eval_accuracy and eval_stop are logged for `epoch`.
   virtual void scored(int64_t /*epoch*/, const Accuracy& /*accuracy*/) {}
-  // After run_stop is logged, whether the run succeeded or aborted: outside the timed region,
-  // where the data may be touched. An observer's error here after an abort is logged, not thrown.
-  virtual void run_stopped() {}
+  // After run_stop is logged, whether the run succeeded or not (`aborted`: ended by an error or a
+  // stop signal): outside the timed region, where the data may be touched. An error thrown here
+  // is logged as a warning: the run's own outcome stands.
+  virtual void run_stopped(bool /*aborted*/) {}
 };
 
 struct TimedRunOptions {
@@ -164,7 +165,7 @@ class TimedRun {
  private:
   // run_stop with `status`, once: 0 (nothing logged) when it was logged before.
   int64_t log_run_stop(std::string_view status);
-  // Every observer's run_stopped(); after an abort an observer's error is logged, not thrown.
+  // Every observer's run_stopped(aborted); an observer's error is logged, not thrown.
   void tell_run_stopped(bool aborted);
   void log_accuracy(int64_t epoch, std::exception_ptr error, const Accuracy& acc);
   void run_validation(int64_t epoch);

@@ -13,6 +13,7 @@
 #include "benchmark/run/assemble.h"
 #include "benchmark/run/process_settings.h"
 #include "benchmark/run/command_line.h"
+#include "benchmark/run/input_checks.h"
 #include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/run/observers.h"
 #include "benchmark/run/profile_window.h"

@@ -32,6 +32,11 @@ struct ValidationSplit {
   // bad input.
   static ValidationSplit read(const data::CocoLayout& layout, const std::string& split,
                               const data::CocoDatasetOptions& options);
+
+  // Throw DataError naming the annotation file: no image to evaluate (what the validation data
+  // needs), or no object that is not a crowd region (what the scorer needs: every AP would be -1).
+  void check_images() const;
+  void check_objects() const;
 };
 
 }  // namespace mrcnn::run

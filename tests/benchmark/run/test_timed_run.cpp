@@ -266,6 +266,39 @@ TEST(TimedRun, EpochBudgetSpentEndsAborted) {
   EXPECT_FALSE(report.passed);
 }
 
+// run_stopped comes once, after run_stop is in the log, on a successful and on an aborted run; an
+// observer that throws there changes neither the run's outcome nor what the next observer sees.
+TEST(TimedRun, ObserversHearRunStoppedAfterRunStopWhateverTheOutcome) {
+  struct Recorder final : RunObserver {
+    std::filesystem::path log;
+    std::vector<std::pair<bool, bool>> calls;  // (aborted, run_stop already in the log)
+    void run_stopped(bool aborted) override {
+      calls.emplace_back(aborted, read(log).find("\"key\": \"run_stop\"") != std::string::npos);
+    }
+  };
+  struct Thrower final : RunObserver {
+    void run_stopped(bool) override { throw std::runtime_error("cannot write"); }
+  };
+  for (const bool nan : {false, true}) {
+    SCOPED_TRACE(nan ? "aborted by a NaN" : "converged");
+    Scratch s;
+    Thrower thrower;
+    Recorder recorder;
+    recorder.log = s.dir / "mlperf.log";
+    ToyRun cfg;
+    cfg.observers = {&thrower, &recorder};
+    if (nan) {
+      cfg.nan_at_step = 3;
+      EXPECT_THROW(cfg.run(recorder.log), train::NonFiniteLoss);
+    } else {
+      EXPECT_TRUE(cfg.run(recorder.log).success);
+    }
+    ASSERT_EQ(recorder.calls.size(), 1u);
+    EXPECT_EQ(recorder.calls[0].first, nan);
+    EXPECT_TRUE(recorder.calls[0].second) << "run_stopped came before run_stop";
+  }
+}
+
 TEST(TimedRun, NonFiniteLossAbortsTheRunCleanly) {
   for (const int64_t every : {1, 4}) {
     SCOPED_TRACE("results_every " + std::to_string(every));
