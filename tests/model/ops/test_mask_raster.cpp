@@ -1,8 +1,9 @@
 // The point-by-point form of the polygon rasterizer (model/ops/mask_raster.h), which the CUDA
 // mask-target kernel runs with one thread per point, checked here on the host: every point tested
 // on its own with polygon_boundary, parities toggled and summed in column-major order with XOR,
-// polygons OR-ed, gives exactly the CPU mask targets (the same points walked one after another,
-// checked against pycocotools by test_mask_targets.py).
+// polygons OR-ed, gives exactly the CPU mask targets (the same points walked one after another),
+// and both give exactly eval's rasterizer (eval/rle.h, pycocotools-exact; written apart from
+// model/ops), as pycocotools does in test_mask_targets.py.
 //
 // Polygons are given in the frame of the proposal [0, 0, M, M], where cropping and scaling are
 // the identity for float32 coordinates, so the mask targets are the rasterized polygons.
@@ -13,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "eval/rle.h"
 #include "model/ops/mask_raster.h"
 #include "model/ops/ops.h"
 
@@ -91,6 +93,17 @@ TEST(MaskRaster, PointByPointFormEqualsTheCpuRasterizer) {
     const std::vector<float> got = rasterize_point_by_point(polygons, m);
     const at::Tensor g = torch::from_blob(const_cast<float*>(got.data()), {m, m}, at::kFloat);
     ASSERT_TRUE(at::equal(g, expected)) << "trial " << trial << " (M = " << m << ")";
+    std::vector<double> coords;
+    std::vector<int64_t> offsets{0};
+    for (const auto& p : polygons) {
+      coords.insert(coords.end(), p.begin(), p.end());
+      offsets.push_back(static_cast<int64_t>(coords.size()));
+    }
+    std::vector<uint8_t> reference(static_cast<size_t>(m * m));
+    eval::rasterize_polygons(coords.data(), offsets.data(), polygons.size(), static_cast<uint32_t>(m),
+                             static_cast<uint32_t>(m), reference.data());
+    const at::Tensor r = torch::from_blob(reference.data(), {m, m}, at::kByte).to(at::kFloat);
+    ASSERT_TRUE(at::equal(r, expected)) << "trial " << trial << " (M = " << m << "): eval's rasterizer differs";
     ++compared;
     nonempty += expected.sum().item<float>() > 0;
   }
