@@ -3,13 +3,17 @@
 #include "model/ops/sampler.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "model/ops/host_copy.h"
+#include "model/ops/randperm_prefix.h"
 
 namespace mrcnn::ops {
 
@@ -78,6 +82,77 @@ std::vector<at::Tensor> BalancedPositiveNegativeSampler::read_counts(
   return out;
 }
 
+namespace {
+
+// One image's sizes: its candidates and how many of each the draw keeps.
+struct Counts {
+  int64_t positive = 0, negative = 0, take_positive = 0, take_negative = 0;
+};
+// One image's permutations, at least their kept prefixes (int64, on the generator's device).
+struct Permutations {
+  at::Tensor positive, negative;
+};
+
+at::Tensor host_tensor(const std::vector<int64_t>& values) {
+  return at::tensor(c10::ArrayRef<int64_t>(values), at::TensorOptions().dtype(at::kLong));
+}
+
+// The permutations of every image: randperm(#positive) then randperm(#negative) on the image's
+// generator, images sharing a generator in image order. On CPU generators only the kept prefixes
+// are generated (randperm_prefix: the same entries, the generator left where randperm leaves
+// it), and images of distinct generators are drawn in parallel: generators are independent, so
+// the draws are the same for any thread count.
+std::vector<Permutations> draw_permutations(const std::vector<Counts>& sizes,
+                                            const std::vector<at::Generator*>& generators) {
+  const size_t images = sizes.size();
+  std::vector<Permutations> out(images);
+  const bool prefix = randperm_prefix_matches_aten() &&
+                      std::all_of(generators.begin(), generators.end(),
+                                  [](const at::Generator* g) { return g->device().is_cpu(); }) &&
+                      std::all_of(sizes.begin(), sizes.end(), [](const Counts& c) {
+                        return std::max(c.positive, c.negative) <= kRandpermPrefixMaxN;
+                      });
+  if (!prefix) {
+    for (size_t i = 0; i < images; ++i) {
+      const auto opts = at::TensorOptions().dtype(at::kLong).device(generators[i]->device());
+      // randperm takes the generator's mutex itself, one draw at a time.
+      out[i].positive = at::randperm(sizes[i].positive, *generators[i], opts);
+      out[i].negative = at::randperm(sizes[i].negative, *generators[i], opts);
+    }
+    return out;
+  }
+  // Images grouped by generator, each group in image order.
+  std::vector<std::vector<size_t>> groups;
+  std::vector<const c10::GeneratorImpl*> owners;
+  for (size_t i = 0; i < images; ++i) {
+    const c10::GeneratorImpl* owner = generators[i]->unsafeGetGeneratorImpl();
+    const auto it = std::find(owners.begin(), owners.end(), owner);
+    if (it == owners.end()) {
+      owners.push_back(owner);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<size_t>(it - owners.begin())].push_back(i);
+    }
+  }
+  std::vector<std::vector<int64_t>> pos(images), neg(images);
+  at::parallel_for(0, static_cast<int64_t>(groups.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      const std::vector<size_t>& group = groups[static_cast<size_t>(g)];
+      at::Generator& generator = *generators[group.front()];
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      auto& impl = *at::check_generator<at::CPUGeneratorImpl>(generator);
+      for (const size_t i : group) {
+        pos[i] = randperm_prefix(sizes[i].positive, sizes[i].take_positive, impl);
+        neg[i] = randperm_prefix(sizes[i].negative, sizes[i].take_negative, impl);
+      }
+    }
+  });
+  for (size_t i = 0; i < images; ++i) out[i] = {host_tensor(pos[i]), host_tensor(neg[i])};
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::draw(
     const Pending& pending, const at::Tensor& host_counts,
     const std::vector<at::Generator*>& generators) const {
@@ -97,26 +172,27 @@ std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::
   // int(batch_size_per_image * positive_fraction), as Python truncates.
   const int64_t max_pos =
       static_cast<int64_t>(static_cast<double>(batch_size_per_image_) * positive_fraction_);
+  std::vector<Counts> sizes(images);
+  for (size_t i = 0; i < images; ++i) {
+    sizes[i].positive = count[2 * i];
+    sizes[i].negative = count[2 * i + 1];
+    sizes[i].take_positive = std::min(sizes[i].positive, max_pos);
+    sizes[i].take_negative = std::min(sizes[i].negative, batch_size_per_image_ - sizes[i].take_positive);
+  }
+  const std::vector<Permutations> perms = draw_permutations(sizes, generators);
   std::vector<std::pair<at::Tensor, at::Tensor>> result;
   for (size_t i = 0; i < images; ++i) {
-    const int64_t num_positive = count[2 * i], num_negative = count[2 * i + 1];
+    const Counts& c = sizes[i];
     // nonzero with its size known: the same increasing indices, without reading the device.
-    const at::Tensor positive = at::nonzero_static(pending.positive[i], num_positive).view(-1);
-    const at::Tensor negative = at::nonzero_static(pending.negative[i], num_negative).view(-1);
-    const int64_t num_pos = std::min(num_positive, max_pos);
-    const int64_t num_neg = std::min(num_negative, batch_size_per_image_ - num_pos);
-    at::Generator& generator = *generators[i];
-    const auto perm_opts = at::TensorOptions().dtype(at::kLong).device(generator.device());
-    // randperm takes the generator's mutex itself, one draw at a time.
-    const at::Tensor perm_pos = at::randperm(num_positive, generator, perm_opts);
-    const at::Tensor perm_neg = at::randperm(num_negative, generator, perm_opts);
+    const at::Tensor positive = at::nonzero_static(pending.positive[i], c.positive).view(-1);
+    const at::Tensor negative = at::nonzero_static(pending.negative[i], c.negative).view(-1);
     // A host generator's draws go to a GPU through pinned memory: a plain copy would wait for it.
     const c10::Device device = pending.positive[i].device();
     auto to_labels = [&](const at::Tensor& perm) {
       return perm.is_cpu() ? copy_to_device_async(perm, device) : perm.to(device);
     };
-    const at::Tensor pos_idx = positive.index_select(0, to_labels(perm_pos.slice(0, 0, num_pos)));
-    const at::Tensor neg_idx = negative.index_select(0, to_labels(perm_neg.slice(0, 0, num_neg)));
+    const at::Tensor pos_idx = positive.index_select(0, to_labels(perms[i].positive.slice(0, 0, c.take_positive)));
+    const at::Tensor neg_idx = negative.index_select(0, to_labels(perms[i].negative.slice(0, 0, c.take_negative)));
     // Distinct indices (a permutation's prefix of distinct positions): sorted, they are nonzero()
     // of the masks operator() returns.
     result.emplace_back(std::get<0>(pos_idx.sort()), std::get<0>(neg_idx.sort()));

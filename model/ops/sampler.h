@@ -11,6 +11,10 @@
 //   the masks mark positive[perm_pos] and negative[perm_neg].
 // With a CPU generator and CPU labels this is torchvision's sampler with torch.randperm drawing
 // from that generator (torchvision draws from the default generator of the labels' device).
+// On CPU generators only the used prefix of each permutation is generated (randperm_prefix.h: the
+// same entries, the generator left as randperm leaves it), and images with distinct generators
+// are drawn in parallel on the intra-op threads: at 800x1344 the RPN's draw of 8 images takes a
+// fraction of a millisecond where 8 full permutations of ~260,000 negatives took tens.
 //
 // Thread-safety: the sampler is immutable, but the generator is mutated. Each draw takes the
 // generator's mutex, so sharing one is memory-safe, but concurrent callers interleave their
