@@ -46,8 +46,9 @@ def main():
     assert multi >= 12, f"expected the multi-rank systems to launch through mpirun, saw {multi}"
     p = launcher("cpu-dev", DRY_RUN="1", SEED="010")
     assert p.returncode == 0 and "--seed 10 " in p.stdout, p.stdout  # decimal, not octal
-    p = launcher("aws-p3dn.24xlarge", DRY_RUN="1", EXTRA_ARGS="--set launch.threads_per_rank=12")
-    assert p.returncode == 2 and "more than the 6 physical cores" in p.stderr, p.stderr
+    for system, cores in (("aws-p3dn.24xlarge", 6), ("aws-p5.48xlarge", 12)):
+        p = launcher(system, DRY_RUN="1", EXTRA_ARGS=f"--set launch.threads_per_rank={2 * cores}")
+        assert p.returncode == 2 and f"more than the {cores} physical cores" in p.stderr, (system, p.stderr)
     print(f"DRY_RUN of {len(systems)} system files = launch --dry-run (mpirun and slurm); a bad layout: exit 2")
 
     with env.scratch_dir("run-and-time") as tmp:

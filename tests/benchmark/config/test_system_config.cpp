@@ -64,19 +64,24 @@ struct ExtendsFixture {
 };
 
 TEST(SystemConfig, ExtendsAmendsItsBaseKeyByKey) {
-  const SystemConfig base = load_system_config(kSystems + "aws-p3dn.24xlarge.json");
-  const SystemConfig two = load_system_config(kSystems + "aws-p3dn.24xlarge-2n.json");
-  EXPECT_EQ(two.launch.nodes, 2);
-  EXPECT_EQ(two.launch.world_size(), 16);
-  EXPECT_EQ(two.hp.global_batch_size, 128);
-  EXPECT_EQ(two.hp.base_lr, 0.16);                                  // the base's set for batch 128
-  EXPECT_EQ(two.launch.threads_per_rank, base.launch.threads_per_rank);  // inherited
-  EXPECT_EQ(two.launch.env.at("NCCL_SOCKET_IFNAME"), "ens5");       // objects merge key by key
-  EXPECT_EQ(two.launch.env.at("FI_PROVIDER"), "efa");
-  EXPECT_EQ(two.system_description["number_of_nodes"], "2");
-  EXPECT_EQ(two.system_description["host_memory_capacity"], base.system_description["host_memory_capacity"]);
-  EXPECT_FALSE(two.resolved.contains("extends"));  // config.json stands alone
-  EXPECT_EQ(two.name, "aws-p3dn.24xlarge-2n");
+  // Each EFA family's 2-node file and its one-node base.
+  for (const std::string name : {"aws-p3dn.24xlarge", "aws-p5.48xlarge"}) {
+    SCOPED_TRACE(name);
+    const SystemConfig base = load_system_config(kSystems + name + ".json");
+    const SystemConfig two = load_system_config(kSystems + name + "-2n.json");
+    EXPECT_EQ(two.launch.nodes, 2);
+    EXPECT_EQ(two.launch.world_size(), 16);
+    EXPECT_EQ(two.hp.global_batch_size, 128);
+    EXPECT_EQ(two.hp.base_lr, 0.16);                                  // the base's set for batch 128
+    EXPECT_EQ(two.launch.threads_per_rank, base.launch.threads_per_rank);  // inherited
+    EXPECT_EQ(two.launch.env.at("NCCL_SOCKET_IFNAME"), base.launch.env.at("NCCL_SOCKET_IFNAME"));  // objects merge
+    EXPECT_EQ(two.launch.env.at("FI_PROVIDER"), "efa");                                           // key by key
+    EXPECT_EQ(two.system_description["number_of_nodes"], "2");
+    EXPECT_EQ(two.system_description["host_memory_capacity"], base.system_description["host_memory_capacity"]);
+    EXPECT_FALSE(two.resolved.contains("extends"));  // config.json stands alone
+    EXPECT_EQ(two.name, name + "-2n");
+  }
+  EXPECT_EQ(load_system_config(kSystems + "aws-p3dn.24xlarge-2n.json").launch.env.at("NCCL_SOCKET_IFNAME"), "ens5");
 
   ExtendsFixture f;
   // The error loading a file gives ("" when it loads).
@@ -110,6 +115,27 @@ TEST(SystemConfig, ExtendsAmendsItsBaseKeyByKey) {
   EXPECT_NE(error(device).find("/dev/zero: is not a regular file"), std::string::npos) << error(device);
   const std::string missing = f.write("m.json", R"({"extends": "nowhere.json"})");
   EXPECT_NE(error(missing).find("nowhere.json: cannot open"), std::string::npos) << error(missing);
+}
+
+// The p5 files: NVIDIA's DGX H100 recipe on one node; on every node count 1000 proposal candidates
+// per image of a GPU's batch (the rule's "1000 * batches per chip"), where a multi-node file
+// overrides the base's set for its batch size when its images per GPU differ.
+TEST(SystemConfig, AwsP5KeepsNvidiasRecipeAndCandidatesPerImage) {
+  const SystemConfig one = load_system_config(kSystems + "aws-p5.48xlarge.json");
+  EXPECT_EQ(one.hp.global_batch_size, 96);
+  EXPECT_EQ(one.images_per_rank(), 12);
+  EXPECT_EQ(one.hp.base_lr, 0.12);
+  EXPECT_EQ(one.hp.warmup_steps, 625);
+  EXPECT_EQ(one.hp.warmup_factor, 0.000192);
+  EXPECT_EQ(one.hp.decay_steps, (std::vector<int64_t>{12000, 16000}));
+  EXPECT_EQ(one.launch.threads_per_rank, 12);  // 96 cores over 8 ranks
+  const std::map<std::string, int64_t> images_per_gpu = {{"", 12}, {"-2n", 8}, {"-4n", 8}, {"-8n", 4}, {"-16n", 2}};
+  for (const auto& [suffix, images] : images_per_gpu) {
+    const SystemConfig c = load_system_config(kSystems + "aws-p5.48xlarge" + suffix + ".json");
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.images_per_rank(), images);
+    EXPECT_EQ(c.hp.num_image_candidates, 1000 * images);
+  }
 }
 
 std::string error_of(const std::vector<std::string>& overrides, const std::string& file = "cpu-dev.json") {
@@ -285,7 +311,7 @@ TEST(SystemConfig, ErrorsNameTheFileForItsOwnValues) {
 }
 
 TEST(SystemConfig, TheResolvedConfigurationLoadsAgainAsTheSameConfiguration) {
-  for (const char* name : {"cpu-dev.json", "aws-p3dn.24xlarge.json", "habana-gaudi2-hls.json"}) {
+  for (const char* name : {"cpu-dev.json", "aws-p3dn.24xlarge.json", "aws-p5.48xlarge-8n.json", "habana-gaudi2-hls.json"}) {
     SCOPED_TRACE(name);
     const SystemConfig a = load_system_config(kSystems + name, {"run.seed=9"});
     ScratchSystem s([&](Json& j) { j = a.resolved; });

@@ -114,14 +114,17 @@ def check_slurm(name, cfg, script):
 
 def check_ranks_without_mpi(p3dn):
     """torchrun, and Slurm's srun --mpi=none with several runs in one allocation."""
-    p = launch(p3dn, "--dry-run", "--scheduler", "torchrun", "--", "--seed", "7")
-    assert p.returncode == 0, p.stderr
-    argv = shlex.split(p.stdout)
-    at = argv.index("torchrun")
-    assert "OMP_NUM_THREADS=6" in argv[:at] and "NCCL_SOCKET_IFNAME=ens5" in argv[:at], argv[:at]
-    assert argv[at:at + 8] == ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "--standalone",
-                               "--numa-binding=node", "--no-python"], argv
-    assert argv[at + 8:at + 10] == [str(env.mlperf_maskrcnn().resolve()), "train"] and argv[-2:] == ["--seed", "7"], argv
+    p5 = env.SOURCE_DIR / "systems" / "aws-p5.48xlarge.json"
+    for system, threads, ifname in ((p3dn, 6, "ens5"), (p5, 12, "^docker,lo,veth")):
+        p = launch(system, "--dry-run", "--scheduler", "torchrun", "--", "--seed", "7")
+        assert p.returncode == 0, p.stderr
+        argv = shlex.split(p.stdout)
+        at = argv.index("torchrun")
+        assert f"OMP_NUM_THREADS={threads}" in argv[:at] and f"NCCL_SOCKET_IFNAME={ifname}" in argv[:at], argv[:at]
+        assert argv[at:at + 8] == ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "--standalone",
+                                   "--numa-binding=node", "--no-python"], argv
+        assert argv[at + 8:at + 10] == [str(env.mlperf_maskrcnn().resolve()), "train"], argv
+        assert argv[-2:] == ["--seed", "7"], argv
     p = launch(p3dn, "--dry-run", "--scheduler", "torchrun", "--nodes", "2", "--rendezvous", "node1:29400")
     argv = shlex.split(p.stdout)
     assert p.returncode == 0 and argv[argv.index("--nnodes") + 1] == "2", p.stdout + p.stderr
@@ -201,11 +204,17 @@ def main():
         assert cfg["hyperparameters"]["global_batch_size"] % (cfg["launch"]["nodes"] * cfg["launch"]["ranks_per_node"]) == 0
         print(f"{f.name:30s} mpirun: {what}; slurm: {what_slurm}")
 
-    # The multi-node EFA files: EFA through the plugin, never RDMA on V100, NCCL told to use it.
-    p3dn8 = resolved(env.SOURCE_DIR / "systems" / "aws-p3dn.24xlarge-8n.json")
-    e = p3dn8["launch"]["env"]
-    assert e["FI_PROVIDER"] == "efa" and e["FI_EFA_USE_DEVICE_RDMA"] == "0" and e["NCCL_NET"] == "AWS Libfabric"
-    assert p3dn8["system"]["number_of_nodes"] == "8" and p3dn8["launch"]["nodes"] == 8
+    # The multi-node EFA files: EFA through the plugin, NCCL told to use it. GPUDirect RDMA on H100
+    # (p5), never on V100 (p3dn), whose send/recv path also needs NCCL's simple protocol; on p5 the
+    # plugin keeps LL/LL128 for its RDMA protocol only while NCCL_PROTO is unset.
+    for family, rdma, proto in (("aws-p3dn.24xlarge", "0", "simple"), ("aws-p5.48xlarge", "1", None)):
+        for nodes in (2, 4, 8, 16):
+            cfg = resolved(env.SOURCE_DIR / "systems" / f"{family}-{nodes}n.json")
+            e = cfg["launch"]["env"]
+            assert e["FI_PROVIDER"] == "efa" and e["FI_EFA_USE_DEVICE_RDMA"] == rdma, (family, nodes, e)
+            assert e["NCCL_NET"] == "AWS Libfabric" and e.get("NCCL_PROTO") == proto, (family, nodes, e)
+            assert cfg["launch"]["nccl_net_plugin_dir"] == "/opt/amazon/ofi-nccl/lib", (family, nodes)
+            assert cfg["system"]["number_of_nodes"] == str(nodes) and cfg["launch"]["nodes"] == nodes
     assert "FI_PROVIDER" not in resolved(env.SOURCE_DIR / "systems" / "aws-p3.16xlarge-4n.json")["launch"]["env"]
 
     # --nodes: a one-node file on two nodes.
@@ -239,8 +248,10 @@ def main():
     assert "--time" not in p.stdout and "--container" not in p.stdout, p.stdout
     print("slurm: --time and the container (options or CONT/MOUNTS) in the script; neither when not asked")
 
+    p5 = env.SOURCE_DIR / "systems" / "aws-p5.48xlarge.json"
     refused = [
         (p3dn, ["--set", "launch.threads_per_rank=12"], "launch.threads_per_rank 12 is more than the 6 physical cores"),
+        (p5, ["--set", "launch.threads_per_rank=13"], "launch.threads_per_rank 13 is more than the 12 physical cores"),
         (p3dn, ["--set", "launch.ranks_per_node=16"], "does not divide the node's 8 accelerators"),
         (env.SOURCE_DIR / "systems" / "habana-gaudi-hls1.json", ["--set", "launch.threads_per_rank=6"],
          "more than the 5 physical cores"),
