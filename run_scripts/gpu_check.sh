@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU path, checked on a machine with an NVIDIA GPU: builds for the local GPU, runs the CUDA
 # tests, compares the detection ops and the R50-FPN training step (float16, batch 2/4/8,
-# channels-last on and off) with torchvision's on the GPU, and trains one epoch on synthetic
-# 1333x800 data whose MLPerf log must pass the checker. Each stage has its own time
+# channels-last on and off) with torchvision's on the GPU, profiles one case (both sides' traces
+# of consecutive steps, their tables, A/B timings: the profile stage) and trains one epoch on
+# synthetic 1333x800 data whose MLPerf log must pass the checker. Each stage has its own time
 # limit (MRCNN_STAGE_TIMEOUT, default 600 s) and its own log under the output folder; a summary
 # with every stage's verdict is printed at the end and written to OUT/summary.txt.
 #
@@ -19,11 +20,17 @@
 # Environment: MRCNN_PYTHON, MRCNN_DEBS, MRCNN_JOBS (default: cores), MRCNN_STAGE_TIMEOUT,
 #              MRCNN_CUDA_ARCHITECTURES (default: the local GPU's, from nvidia-smi),
 #              MRCNN_GPU_STAGES   which stages run, comma-separated (default: all of
-#                                 configure,build,cuda_tests,all_tests,ops,steps,epoch); build
+#                                 configure,build,cuda_tests,all_tests,ops,steps,profile,epoch); build
 #                                 implies configure; a run that leaves out build reuses OUT/build
 #                                 as it is. "configure" alone needs no GPU: it checks, before a
 #                                 GPU is at hand, that the carried packages and the PyTorch there
-#                                 configure the project with its CUDA kernels,
+#                                 configure the project with its CUDA kernels. "profile"
+#                                 (benchmark/perf/profile_step.py) writes OUT/profile/: ours and
+#                                 torchvision's Kineto traces of 3 consecutive steps after 5 warm-up
+#                                 (R50-FPN, float16, channels-last, batch 8), their tables
+#                                 (trace_summary.py), A/B timings and the allocator's figures; its
+#                                 PROFILE lines go into the summary. It needs bench_model_train_step,
+#                                 as steps does; MRCNN_STAGE_TIMEOUT=420 suits it,
 #              MRCNN_STEP_CASES   the train-step comparisons, as BATCH:CHANNELS_LAST pairs, with
 #                                 ":g" for ours with CUDA graphs (backbone, FPN, RPN head)
 #                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0 8:1:g"),
@@ -33,8 +40,11 @@
 #              MRCNN_GPU_REHEARSAL=1  a rehearsal without a GPU, to find mistakes before device
 #                                 time is spent: cuda_tests is left out; the op comparison runs
 #                                 on the CPU (two cases, one repetition), so do the step
-#                                 comparisons (the small network, float16, 2 steps) and the
-#                                 epoch (fp32); use small MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_SIZE.
+#                                 comparisons (the small network, float16, 2 steps), the profile
+#                                 (the small network, float32: 1 warm-up and 3 profiled steps, A/B
+#                                 at batch 2 with 2 steps; the traces hold no GPU activity and say
+#                                 so) and the epoch (fp32); use small MRCNN_EPOCH_IMAGES and
+#                                 MRCNN_EPOCH_SIZE.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +61,7 @@ build="${MRCNN_GPU_CHECK_BUILD:-$out/build}"
 summary="$out/summary.txt"
 : >"$summary"
 
-all_stages="configure,build,cuda_tests,all_tests,ops,steps,epoch"
+all_stages="configure,build,cuda_tests,all_tests,ops,steps,profile,epoch"
 stages=","
 IFS=', ' read -r -a _asked <<<"${MRCNN_GPU_STAGES:-$all_stages}"
 for _s in "${_asked[@]}"; do
@@ -203,7 +213,7 @@ fi
 build_targets() {
   wants all_tests && return 0
   local targets="mlperf-maskrcnn mrcnn_ops" known
-  wants steps && targets+=" bench_model_train_step"
+  { wants steps || wants profile; } && targets+=" bench_model_train_step"
   wants cuda_tests && targets+=" $("$python" - "$repo/tests" "$cuda_tests" <<'PY'
 import os, re, sys
 root, pattern = sys.argv[1], re.compile(sys.argv[2])
@@ -282,7 +292,29 @@ if wants steps; then
   fi
 fi
 
-# ---- 6. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
+# ---- 6. one case profiled ---------------------------------------------------------------------
+# ResNet-50-FPN at 800x1333, float16 autocast, channels-last, batch 8: each side's trace of 3
+# consecutive steps after 5 warm-up steps, the tables of both, A/B timings (one process per
+# variant) and the allocator's figures, in OUT/profile/ (at most 8 files of <= 16 MiB: what a
+# visit brings back; benchmark/perf/gpu_profiles/README.md says where they go).
+if wants profile; then
+  if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
+    run=(--config full --device cuda --precision fp16 --batch 8 --warmup 5 --steps 3 --ab-batches 2,8,12
+         --ab-steps 10 --threads 8)
+    ((rehearsal)) && run=(--config small --device cpu --precision fp32 --batch 8 --warmup 1 --steps 3
+                          --ab-batches 2 --ab-steps 2 --threads "$jobs")
+    # A previous run's files would pass for this one's where a part of it fails.
+    rm -rf "$out/profile"
+    stage profile "$python" "$repo/benchmark/perf/profile_step.py" --build "$build" --out "$out/profile" \
+      --channels-last 1 "${run[@]}" || failed=1
+    [[ -f "$out/profile/summary.txt" ]] &&
+      grep '^PROFILE' "$out/profile/summary.txt" | sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+  else
+    say "bench_model_train_step is not in $build (Google Benchmark missing, or built by a run whose stages left out steps and profile): no profile"
+  fi
+fi
+
+# ---- 7. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
 if wants epoch; then
   exe="$build/benchmark/mlperf-maskrcnn"
   images="${MRCNN_EPOCH_IMAGES:-256}"

@@ -9,7 +9,8 @@
 // Driver mode, for benchmark/perf/compare_model_train_step.py (which runs torchvision's step on the
 // same inputs in another process, interleaved): --mrcnn_case=DIR with options.json,
 // weights.safetensors and batch.safetensors; --mrcnn_warmup=N (1), --mrcnn_steps=N (3),
-// --mrcnn_trace=PATH profiles one more step and writes its Chrome trace there (with
+// --mrcnn_trace=PATH profiles one more step (--mrcnn_trace_steps=N: N more, each step one
+// "mrcnn::train_step" scope) and writes its Chrome trace there (with
 // --mrcnn_profile_memory=1 the allocations too, with --mrcnn_trace_shapes=1 the operators' input shapes),
 // --mrcnn_report=PATH writes {"step_seconds": [...], "setup_rss_mb", "peak_rss_mb", ...},
 // --mrcnn_flops=PATH counts the first step's FLOPs and one more step's per stage and phase (model/flop_count.h: the
@@ -32,6 +33,7 @@
 // --mrcnn_ops=native|portable|auto (both modes; default auto, which is native on the CPU): which
 // implementation of the custom ops runs (model/ops/implementation.h, the harness's run.ops), set
 // process-wide before the model is built; the report names it ("ops", resolved on the device).
+// --mrcnn_cudnn_benchmark=0|1: cuDNN's algorithm benchmarking off or on (default: LibTorch's, off).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -170,6 +172,9 @@ struct Trainer {
     std::optional<mrcnn::train::SyncCounter> counter;
     if (count_syncs) counter.emplace();
     const auto t0 = std::chrono::steady_clock::now();
+    // The step's scope: a trace of several steps is cut at these (benchmark/perf/trace_summary.py).
+    std::optional<at::RecordFunction> step_scope(std::in_place, at::RecordScope::USER_SCOPE);
+    if (step_scope->isActive()) step_scope->before("mrcnn::train_step");
     sgd.zero_grad();
     at::Tensor loss;
     std::map<std::string, at::Tensor> count_tensors;
@@ -191,6 +196,7 @@ struct Trainer {
     }
     if (counter) syncs.push_back(counter->count());  // before the synchronize that ends the step
     if (gpu) torch::cuda::synchronize();
+    step_scope.reset();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const auto& [name, c] : count_tensors) counts[name] = c.item<int64_t>();
     return seconds;
@@ -396,7 +402,8 @@ double peak_gpu_mb([[maybe_unused]] const at::Device& device) {
   return 0;
 }
 
-// --mrcnn_trace: one more step profiled, its Chrome trace written there.
+// --mrcnn_trace: --mrcnn_trace_steps more steps (default 1) profiled, one after the other, their
+// Chrome trace written there; each step is one "mrcnn::train_step" scope.
 void write_trace(Trainer& t, const Batch& batch, const at::Device& device, const Flags& flags) {
   using namespace torch::autograd::profiler;
   const bool memory = flags.count("profile_memory") && flags.at("profile_memory") == "1";
@@ -407,9 +414,11 @@ void write_trace(Trainer& t, const Batch& batch, const at::Device& device, const
   // On a GPU the kernels too: the host's activity alone would show launch times.
   std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
   if (device.is_cuda()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
+  const int steps = flags.count("trace_steps") ? std::stoi(flags.at("trace_steps")) : 1;
+  if (steps < 1) throw std::invalid_argument("--mrcnn_trace_steps must be >= 1, got " + flags.at("trace_steps"));
   prepareProfiler(config, activities);
   enableProfiler(config, activities);
-  t.step(batch);
+  for (int i = 0; i < steps; ++i) t.step(batch);
   disableProfiler()->save(flags.at("trace"));
 }
 
@@ -428,6 +437,7 @@ void write_flop_report(Trainer& t, const Batch& batch, Precision precision, cons
 
 int drive(const Flags& flags) {
   at::set_num_threads(g_threads);
+  if (flags.count("cudnn_benchmark")) at::globalContext().setBenchmarkCuDNN(flags.at("cudnn_benchmark") == "1");
   const std::string dir = flags.at("case");
   const ModelOptions run_options = run_options_of(dir, flags);
   MaskRCNN model(run_options, at::make_generator<at::CPUGeneratorImpl>(7));

@@ -273,14 +273,16 @@ def torchvision_worker(args):
 
     syncs = []
 
-    def step(count_syncs=False):
+    def step(count_syncs=False, scope=False):
         """One step; with count_syncs, the sync debug mode counts its host synchronizations
         (timed steps leave it off: each sync's warning costs host time, more on the side that
-        syncs more)."""
+        syncs more). With scope, the step is one "mrcnn::train_step" scope in a trace, from
+        after the synchronize that opens it to after the one that ends it (as ours)."""
         import warnings
         if cuda:
             torch.cuda.synchronize()
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, \
+                (record_function("mrcnn::train_step") if scope else contextlib.nullcontext()):
             warnings.simplefilter("always")
             if cuda and count_syncs:
                 torch.cuda.set_sync_debug_mode("warn")
@@ -299,11 +301,12 @@ def torchvision_worker(args):
                     sgd.step()
             if cuda and count_syncs:
                 torch.cuda.set_sync_debug_mode("default")
+            if cuda:
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - t0
         if count_syncs:
             syncs.append(sum("synchronizing CUDA operation" in str(w.message) for w in caught))
-        if cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        return seconds
 
     setup_rss = current_rss_mb()
     for _ in range(args.warmup):
@@ -317,8 +320,11 @@ def torchvision_worker(args):
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:  # the kernels too: the host's activity alone would show launch times
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.profiler.profile(activities=activities) as prof:
-            step()
+        # --trace-steps consecutive steps, each one "mrcnn::train_step" scope, with the operators'
+        # input shapes (benchmark/perf/trace_summary.py cuts the trace at the scopes).
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(args.trace_steps):
+                step(scope=True)
         prof.export_chrome_trace(args.trace)
     report = {"step_seconds": times, "setup_rss_mb": setup_rss, "peak_rss_mb": peak,
               "threads": torch.get_num_threads(), "images": len(images), "syncs_per_step": syncs}
@@ -367,7 +373,9 @@ def our_ops(side, args):
     return "native" if ops == "both" else ops
 
 
-def run_side(side, case, args, steps, warmup, trace=None):
+def run_side(side, case, args, steps, warmup, trace=None, trace_steps=1, extra=()):
+    """Runs one side in its own process and returns its report. With trace, `trace_steps` more
+    steps are profiled into that Chrome trace; `extra` are more arguments for the process."""
     report = case / f"report_{side}.json"
     host_memory = getattr(args, "host_memory", "retain")
     env = os.environ
@@ -378,7 +386,7 @@ def run_side(side, case, args, steps, warmup, trace=None):
                "--report", str(report), "--device", args.device, "--precision", args.precision,
                "--channels-last", tv_channels_last(args)]
         if trace:
-            cmd += ["--trace", str(trace)]
+            cmd += ["--trace", str(trace), "--trace-steps", str(trace_steps)]
     else:
         cmd = [str(args.bench), f"--mrcnn_case={case}", f"--mrcnn_steps={steps}",
                f"--mrcnn_warmup={warmup}", f"--mrcnn_threads={args.threads}",
@@ -390,7 +398,8 @@ def run_side(side, case, args, steps, warmup, trace=None):
         if args.cuda_graphs:
             cmd.append(f"--mrcnn_cuda_graph_shapes={args.cuda_graphs}")
         if trace:
-            cmd.append(f"--mrcnn_trace={trace}")
+            cmd += [f"--mrcnn_trace={trace}", f"--mrcnn_trace_steps={trace_steps}"]
+    cmd += list(extra)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"{side} failed ({r.returncode}):\n{r.stderr[-3000:]}")
@@ -587,7 +596,11 @@ def main():
     p.add_argument("--case")
     p.add_argument("--report")
     p.add_argument("--trace")
+    p.add_argument("--trace-steps", type=int, default=1,
+                   help="worker: consecutive profiled steps in the trace, each a mrcnn::train_step scope")
     args = p.parse_args()
+    if args.trace_steps < 1:
+        p.error("--trace-steps must be at least 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device here")
     if args.cuda_graphs and args.device != "cuda":

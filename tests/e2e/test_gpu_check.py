@@ -16,11 +16,18 @@
    RESULT line; the synthetic set, one epoch of the p3.16xlarge system's settings as the check
    gives them (its expected exit 3, targets not reached, counts as passed) and the checker on
    its log.
+5. The profile stage, rehearsed on the CPU with this build (the small network, float32): both
+   sides' gzipped traces hold 3 marked steps with ATen ops in each and no GPU activity, their
+   tables come back beside them, summary.txt shows both sides, the A/B runs (batch 8 and 2,
+   padding masks, the MLPerf option set) time their steps, memory.json has the allocator's
+   figures, and the headline PROFILE lines reach the check's summary.
 """
+import json
 import os
 import pathlib
 import shutil
 import stat
+import sys
 
 import mrcnn_testenv as env
 
@@ -111,6 +118,43 @@ def main():
         assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
         print("rehearsal: two op comparisons, a step comparison and one epoch of the check's settings on the CPU; "
               "the epoch's log passes the checker")
+
+        # 5. The profile stage, rehearsed.
+        out = tmp / "profile"
+        p = check(out, timeout=600, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
+                  MRCNN_GPU_STAGES="profile", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR))
+        assert p.returncode == 0, p.stderr[-3000:]
+        prof = out / "profile"
+        files = {f.name: f.stat().st_size for f in prof.iterdir()}
+        assert set(files) == {"summary.txt", "ours_trace.json.gz", "tv_trace.json.gz", "ours_kernels.json",
+                              "tv_kernels.json", "ab.json", "memory.json"}, files
+        assert max(files.values()) <= 16 * 2**20, files
+        sys.path.insert(0, str(env.SOURCE_DIR / "benchmark" / "perf"))
+        import trace_summary
+        text = (prof / "summary.txt").read_text()
+        ops = {}
+        for side, short in (("ours", "ours"), ("torchvision", "tv")):
+            s = trace_summary.summarize(prof / f"{short}_trace.json.gz", side)
+            assert s["steps"] == 3 and s["gpu"] is False, (side, s["steps"])
+            ops[side] = [r["aten_ops"] for r in s["per_step"]]
+            assert min(ops[side]) > 0 and all(r["aten_ops_top_level"] > 0 for r in s["per_step"]), (side, ops)
+            assert s["median"]["gpu_busy_us"] is None and s["scopes"]["mrcnn::forward"]["host_us_per_step"] > 0
+            tables = json.loads((prof / f"{short}_kernels.json").read_text())
+            assert tables["per_step"] == json.loads(json.dumps(s["per_step"])), side
+            assert f"PROFILE label={side} steps=3 " in text and f"aten_ops={s['median']['aten_ops']:.0f} " in text, text
+        assert "no GPU activity in this trace" in text and "PROFILE images_per_second ours=" in text, text
+        summary = (out / "summary.txt").read_text()
+        assert any(l.startswith("[gpu_check] profile ") and " passed " in l for l in summary.splitlines()), summary
+        assert "PROFILE label=ours steps=3" in summary and "PROFILE label=torchvision steps=3" in summary, summary
+        ab = json.loads((prof / "ab.json").read_text())
+        assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options"}, ab
+        assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
+        assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark"}, ab
+        memory = json.loads((prof / "memory.json").read_text())["devices"]
+        cpu = memory["cpu:-1"]
+        assert cpu["peak_allocated_mb"] > 0 and "mrcnn::backward" in cpu["at_scope_end"], memory
+        print(f"profile rehearsal: 3 steps in each trace, ATen ops per step ours {ops['ours']}, "
+              f"torchvision {ops['torchvision']}; A/B and memory tables back")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""One training-step case profiled for a GPU visit: ours and torchvision's traces of consecutive
+steps, the tables trace_summary.py derives from them, A/B timings and the allocator's figures, in
+one folder small enough to bring back (at most 8 files of <= 16 MiB; GPU_PLAN.md section 6).
+
+The case is compare_model_train_step.py's (same weights, inputs, options and SGD on both sides),
+at --batch images. Each process below is a separate run:
+  ours          --warmup steps, --ab-steps timed steps (unprofiled: images/s, the base A/B entry),
+                one untimed step counting host syncs, then --steps consecutive profiled steps
+                (Kineto CPU+CUDA, input shapes, no stacks), each one mrcnn::train_step scope;
+  torchvision   the same on its AMP step (the worker's --trace --trace-steps);
+  ours, memory  --warmup steps, then one profiled step with profile_memory;
+  A/B           one process per variant of ours, --warmup then --ab-steps timed steps: batch sizes
+                (--ab-batches), padding masks on (the case runs with them off, as torchvision),
+                the MLPerf defaults the harness trains with (padding masks, straddle 0, proposals
+                inside the image, per-batch post-NMS, per-image sampling streams), CUDA graphs
+                (on a GPU), cuDNN benchmarking (where the driver has a switch for it), the
+                sampler's full permutations (MRCNN_SAMPLER_FULL_RANDPERM=1: the draws before
+                randperm_prefix, the same samples).
+A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
+
+Files in --out:
+  summary.txt                        environment (nvidia-smi clocks, power and driver where
+                                     present; torch, CUDA, cuDNN), images/s, the two traces'
+                                     tables side by side, the A/B table, the memory figures;
+                                     its PROFILE lines are the headline figures
+  ours_trace.json.gz, tv_trace.json.gz   the traces, --steps steps each
+  ours_kernels.json, tv_kernels.json     trace_summary.py's tables of each trace
+  ab.json                            the A/B runs: per variant step times, images/s, peak memory
+  memory.json                        ours: the allocator at the ends of forward, backward and the
+                                     optimizer, peaks, the top allocating ops
+
+Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--precision fp16|bf16|fp32]
+           [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
+           [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm]
+           [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
+A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
+--ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
+"""
+import argparse
+import gzip
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import compare_model_train_step as cmp  # noqa: E402
+import trace_summary as ts  # noqa: E402
+
+import torch  # noqa: E402
+
+MAX_FILE_MB = 16
+VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm")
+# The MLPerf defaults the harness trains with, where the case has torchvision's
+# (model::torchvision_options against model::ModelOptions' defaults).
+MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
+
+
+def nvidia_smi():
+    """The GPU's name, driver, clocks and power now, or None without nvidia-smi."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    fields = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,"
+              "power.draw,power.limit,temperature.gpu,memory.used,memory.total")
+    r = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else f"nvidia-smi failed: {r.stderr.strip()[:300]}"
+
+
+def environment(ns):
+    env = cmp.environment(ns)
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    env.update({"cuda": torch.version.cuda, "cudnn": cudnn,
+                "libtorch": f"the driver links this torch's LibTorch ({torch.__version__})"})
+    smi = nvidia_smi()
+    if smi is not None:
+        env["nvidia_smi"] = smi
+    return env
+
+
+def driver_has(bench, flag):
+    """Whether bench_model_train_step reads --mrcnn_<flag> (its flag names are strings in the binary)."""
+    return flag.encode() in pathlib.Path(bench).read_bytes()
+
+
+def variant_case(base, work, name, options=None, cfg=None):
+    """A case folder for a variant: the base case's weights, with its own options.json and, for
+    another batch size (cfg), its own batch (the weights stay the base batch's)."""
+    case = work / f"case_{name}"
+    case.mkdir()
+    (case / "weights.safetensors").symlink_to(base / "weights.safetensors")
+    opts = json.loads((base / "options.json").read_text())
+    if options:
+        for k, v in options.items():
+            if isinstance(v, dict):
+                opts[k] = dict(opts.get(k, {}), **v)
+            else:
+                opts[k] = v
+    (case / "options.json").write_text(json.dumps(opts))
+    if cfg is None:
+        (case / "batch.safetensors").symlink_to(base / "batch.safetensors")
+    else:
+        batch, _ = cmp.make_inputs(cfg)
+        cmp.safetensors_io.save(case / "batch.safetensors", batch)
+    return case
+
+
+def timing(name, report, batch, extra):
+    step = statistics.median(report["step_seconds"])
+    return {"name": name, "batch": batch, "extra_args": list(extra), "step_seconds": report["step_seconds"],
+            "median_step_s": step, "images_per_second": batch / step,
+            "peak_memory_mb": cmp.memory_mb(report), "peak_memory_kind": "GPU" if "peak_gpu_mb" in report else "RSS",
+            "syncs_per_step": report.get("syncs_per_step")}
+
+
+def syncs(report):
+    """The host syncs of the report's sync-counting step (0 on the CPU)."""
+    counted = report.get("syncs_per_step") or []
+    return f"{statistics.median(counted):.0f}" if counted else "-"
+
+
+def gzip_to(src, dst):
+    with open(src, "rb") as f, gzip.open(dst, "wb", compresslevel=6) as g:
+        shutil.copyfileobj(f, g)
+
+
+def run(args):
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ns = argparse.Namespace(threads=args.threads, device=args.device, precision=args.precision,
+                            channels_last=args.channels_last, host_memory=args.host_memory,
+                            bench=cmp.train_step_bench(args.build), cuda_graphs=0, ops="auto")
+    cfg = dict(cmp.CONFIGS[args.config], images=args.batch)
+    failures, lines = [], []
+    say = lines.append
+    env = environment(ns)
+    t_start = time.time()
+    with tempfile.TemporaryDirectory(prefix="mrcnn-profile-") as d, cmp.cpu_lock(args.lock):
+        work = pathlib.Path(d)
+        case = work / "case"
+        case.mkdir()
+        cmp.prepare(cfg, case)
+
+        def part(name, fn):
+            """Runs one part; a failure is recorded and the rest goes on."""
+            t0 = time.time()
+            try:
+                r = fn()
+                print(f"profile_step: {name}: {time.time() - t0:.0f} s", flush=True)
+                return r
+            except (SystemExit, ts.TraceError, OSError, ValueError, KeyError) as e:
+                failures.append(f"{name}: {str(e).strip()[-1500:]}")
+                print(f"profile_step: {name} FAILED: {e}", file=sys.stderr, flush=True)
+                return None
+
+        traces = {"ours": work / "ours_trace.json", "torchvision": work / "tv_trace.json"}
+        reports = {}
+        reports["ours"] = part("ours: warm-up, timed and profiled steps", lambda: cmp.run_side(
+            "ours", case, ns, args.ab_steps, args.warmup, trace=traces["ours"], trace_steps=args.steps,
+            extra=["--mrcnn_trace_shapes=1"]))
+        reports["torchvision"] = part("torchvision: warm-up, timed and profiled steps", lambda: cmp.run_side(
+            "torchvision", case, ns, args.ab_steps, args.warmup, trace=traces["torchvision"], trace_steps=args.steps))
+        memory_trace = work / "ours_memory.json"
+        memory_report = part("ours: one step with profile_memory", lambda: cmp.run_side(
+            "ours", case, ns, 1, args.warmup, trace=memory_trace, trace_steps=1, extra=["--mrcnn_profile_memory=1"]))
+
+        # A/B: one process per variant of ours.
+        ab = {"device": args.device, "precision": args.precision, "config": args.config, "base_batch": args.batch,
+              "warmup": args.warmup, "steps": args.ab_steps, "channels_last": args.channels_last,
+              "variants": [], "skipped": []}
+        if args.device == "cuda" and args.ab_steps < 10:
+            ab["note"] = f"medians of {args.ab_steps} steps: fewer than the 10 a GPU comparison wants"
+        if reports["ours"]:
+            ab["variants"].append(dict(timing(f"batch{args.batch}", reports["ours"], args.batch, []),
+                                       source="the profiled process's timed steps (before its trace)"))
+        plan = []
+        if "batch" in args.ab_variants:
+            for b in args.ab_batches:
+                if b != args.batch:
+                    plan.append((f"batch{b}", b, dict(cfg, images=b), None, []))
+        if "mask_padding" in args.ab_variants:
+            plan.append(("mask_padding", args.batch, None, {"mask_padding": True}, []))
+        if "mlperf_options" in args.ab_variants:
+            plan.append(("mlperf_options", args.batch, None,
+                         {"rpn": MLPERF_RPN, "sampling_streams": "per_image", "mask_padding": True}, []))
+        if "cuda_graphs" in args.ab_variants:
+            if args.device == "cuda":
+                plan.append(("cuda_graphs", args.batch, None, None, ["--mrcnn_cuda_graph_shapes=1"]))
+            else:
+                ab["skipped"].append({"name": "cuda_graphs", "why": "a GPU switch: not on the CPU"})
+        if "cudnn_benchmark" in args.ab_variants:
+            if args.device != "cuda":
+                ab["skipped"].append({"name": "cudnn_benchmark", "why": "a GPU switch: not on the CPU"})
+            elif not driver_has(ns.bench, "cudnn_benchmark"):
+                ab["skipped"].append({"name": "cudnn_benchmark",
+                                      "why": "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"})
+            else:
+                plan.append(("cudnn_benchmark_on", args.batch, None, None, ["--mrcnn_cudnn_benchmark=1"]))
+                plan.append(("cudnn_benchmark_off", args.batch, None, None, ["--mrcnn_cudnn_benchmark=0"]))
+        if "full_randperm" in args.ab_variants:
+            # The sampler's draws as they were: full permutations (the same samples, more host time).
+            plan.append(("full_randperm", args.batch, None, None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}))
+        for name, batch, vcfg, options, extra, *environ in plan:
+            def one(name=name, batch=batch, vcfg=vcfg, options=options, extra=extra,
+                    environ=environ[0] if environ else {}):
+                vcase = variant_case(case, work, name, options, vcfg)
+                saved = {k: os.environ.get(k) for k in environ}
+                os.environ.update(environ)
+                try:
+                    r = cmp.run_side("ours", vcase, ns, args.ab_steps, args.warmup, extra=extra)
+                finally:
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+                return dict(timing(name, r, batch, extra), options=options, environment=environ)
+            v = part(f"A/B {name}", one)
+            if v:
+                ab["variants"].append(v)
+        (out / "ab.json").write_text(json.dumps(ab, indent=1))
+
+        # The tables of both traces; the traces themselves, gzipped.
+        # (Read back from the gzipped copy: the tables name the file that is kept.)
+        summaries = {}
+        for side, short in (("ours", "ours"), ("torchvision", "tv")):
+            if not traces[side].exists():
+                continue
+            kept = out / f"{short}_trace.json.gz"
+            gzip_to(traces[side], kept)
+            s = part(f"{side}: trace tables", lambda side=side, kept=kept: ts.summarize(kept, side))
+            if s:
+                summaries[side] = s
+                (out / f"{short}_kernels.json").write_text(json.dumps(s, indent=1))
+        memory = None
+        if memory_report is not None and memory_trace.exists():
+            def mem():
+                tr = ts.Trace(memory_trace)
+                if not tr.memory:
+                    raise ValueError(f"{memory_trace.name} holds no [memory] events")
+                return {"source": "ours, one step profiled with profile_memory after the warm-up",
+                        "devices": ts.memory_summary(tr), "peak_memory_mb": cmp.memory_mb(memory_report)}
+            memory = part("ours: memory tables", mem)
+            if memory:
+                (out / "memory.json").write_text(json.dumps(memory, indent=1))
+
+    # summary.txt
+    say(f"profile_step {time.strftime('%Y-%m-%d %H:%M:%S')}: {args.config} ({cfg['height']}x{cfg['width']}, "
+        f"ResNet-{cfg['depth']}), batch {args.batch}, {args.precision}, channels-last {args.channels_last}, "
+        f"{args.device}; {args.warmup} warm-up steps, {args.steps} profiled, A/B medians of {args.ab_steps}")
+    say("environment:")
+    for k, v in env.items():
+        for i, line in enumerate(str(v).splitlines()):
+            say(f"  {k + ':' if i == 0 else '':12s} {line}")
+    ips = {side: args.batch / statistics.median(r["step_seconds"]) for side, r in reports.items() if r}
+    if ips:
+        say(f"images/s (median of {args.ab_steps} timed steps, unprofiled): " + ", ".join(
+            f"{side} {v:.3f} (peak {'GPU memory' if 'peak_gpu_mb' in reports[side] else 'RSS'} "
+            f"{cmp.memory_mb(reports[side]):.0f} MB, host syncs per step {syncs(reports[side])})"
+            for side, v in ips.items()))
+        fields = [f"{side}={v:.3f}" for side, v in ips.items()]
+        if len(ips) == 2:
+            fields.append(f"speedup={ips['ours'] / ips['torchvision']:.2f}")
+        say("PROFILE images_per_second " + " ".join(fields))
+    if summaries:
+        say("")
+        say(ts.text(list(summaries.values())).rstrip())
+    say("")
+    say(f"A/B, ours (one process per variant, median of {args.ab_steps} steps after {args.warmup} warm-up):")
+    for v in ab["variants"]:
+        say(f"PROFILE ab name={v['name']} batch={v['batch']} step_ms={v['median_step_s'] * 1e3:.1f} "
+            f"ips={v['images_per_second']:.3f} peak_{v['peak_memory_kind'].lower()}_mb={v['peak_memory_mb']:.0f}")
+    for v in ab["skipped"]:
+        say(f"  skipped {v['name']}: {v['why']}")
+    if memory:
+        say("")
+        say("memory, ours (one step with profile_memory):")
+        for dev, m in memory["devices"].items():
+            ends = ", ".join(f"{k.split('::')[1]} {x['allocated_mb']:.0f}/{x['reserved_mb']:.0f}"
+                             for k, x in m["at_scope_end"].items())
+            say(f"  {dev}: peak allocated {m['peak_allocated_mb']:.0f} MB, reserved {m['peak_reserved_mb']:.0f} MB; "
+                f"allocated/reserved MB at the end of {ends or '-'}")
+            for o in m["top_allocating_ops"][:8]:
+                say(f"    {o['op'][:60]:60s} {o['mb_per_step']:9.1f} MB {o['allocations_per_step']:7.0f} allocations")
+    for f in failures:
+        say(f"FAILED {f}")
+    say(f"took {time.time() - t_start:.0f} s")
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    files = sorted(p for p in out.iterdir() if p.is_file())
+    big = [p for p in files if p.stat().st_size > MAX_FILE_MB * 2**20]
+    with open(out / "summary.txt", "a") as f:
+        f.write("files: " + ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MB" for p in files) + "\n")
+        for p in big:
+            f.write(f"WARNING {p.name} is over the {MAX_FILE_MB} MiB a file may bring back\n")
+    sys.stdout.write((out / "summary.txt").read_text())
+    return 1 if failures else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="the folder the files go to")
+    p.add_argument("--config", choices=["full", "small"], default="full")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp16")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=5, help="warm-up steps of every process")
+    p.add_argument("--steps", type=int, default=3, help="consecutive profiled steps per trace")
+    p.add_argument("--ab-batches", default="2,8,12", help="batch sizes of the A/B runs, comma-separated")
+    p.add_argument("--ab-steps", type=int, default=10, help="timed steps per A/B process (and per traced process)")
+    p.add_argument("--ab-variants", default=",".join(VARIANTS),
+                   help=f"which A/B variants run, comma-separated, of {','.join(VARIANTS)}")
+    p.add_argument("--channels-last", choices=["0", "1"], default="1", help="both sides' layout")
+    p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
+    p.add_argument("--host-memory", choices=["retain", "system"], default="retain")
+    p.add_argument("--build", default=str(cmp.REPO / "build"))
+    p.add_argument("--lock", action="store_true", help="hold /tmp/mrcnn-cpu.lock throughout")
+    args = p.parse_args()
+    try:
+        args.ab_batches = [int(b) for b in args.ab_batches.split(",") if b.strip()]
+    except ValueError:
+        p.error(f"--ab-batches: comma-separated integers, got {args.ab_batches!r}")
+    args.ab_variants = [v.strip() for v in args.ab_variants.split(",") if v.strip()]
+    unknown = set(args.ab_variants) - set(VARIANTS)
+    if unknown:
+        p.error(f"--ab-variants: unknown {sorted(unknown)} (known: {', '.join(VARIANTS)})")
+    if min([args.batch, args.warmup, args.steps, args.ab_steps] + args.ab_batches) < 1:
+        p.error("--batch, --warmup, --steps, --ab-steps and --ab-batches must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("profile_step: --device cuda, but torch sees no CUDA device here")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
