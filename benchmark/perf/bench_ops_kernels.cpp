@@ -32,10 +32,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "model/ops/ops.h"
+#include "model/ops/randperm_prefix.h"
 
 namespace {
 
@@ -264,8 +266,39 @@ void BM_SamplerDraw(benchmark::State& state, int mode) {
   }
 }
 
+// The part of that draw that stays on the host when the labels are on a GPU: the permutations of
+// every image's positives and negatives (the counts of SamplerInputs), one generator per image.
+// prefix: randperm_prefix of the kept entries; randperm: the full at::randperm.
+void BM_SamplerPermutations(benchmark::State& state, bool prefix) {
+  static const SamplerInputs in;
+  const int64_t* count = in.counts.const_data_ptr<int64_t>();
+  std::vector<at::Generator> generators;
+  for (int64_t i = 0; i < SamplerInputs::kImages; ++i)
+    generators.push_back(at::make_generator<at::CPUGeneratorImpl>(100 + static_cast<uint64_t>(i)));
+  for (auto _ : state) {
+    for (int64_t i = 0; i < SamplerInputs::kImages; ++i) {
+      at::Generator& g = generators[static_cast<size_t>(i)];
+      const int64_t np = count[2 * i], nn = count[2 * i + 1];
+      const int64_t take_pos = std::min<int64_t>(np, 128), take_neg = std::min<int64_t>(nn, 256 - take_pos);
+      if (prefix) {
+        std::lock_guard<std::mutex> lock(g.mutex());
+        auto& impl = *at::check_generator<at::CPUGeneratorImpl>(g);
+        benchmark::DoNotOptimize(randperm_prefix(np, take_pos, impl));
+        benchmark::DoNotOptimize(randperm_prefix(nn, take_neg, impl));
+      } else {
+        benchmark::DoNotOptimize(at::randperm(np, g, at::kLong));
+        benchmark::DoNotOptimize(at::randperm(nn, g, at::kLong));
+      }
+    }
+  }
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(BM_SamplerPermutations, prefix, true)->Name("SamplerPermutations/268569x8/prefix")
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SamplerPermutations, randperm, false)->Name("SamplerPermutations/268569x8/randperm")
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SamplerDraw, per_image, 0)->Name("SamplerDraw/268569x8/per_image")
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SamplerDraw, shared, 1)->Name("SamplerDraw/268569x8/shared")

@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -106,7 +107,12 @@ std::vector<Permutations> draw_permutations(const std::vector<Counts>& sizes,
                                             const std::vector<at::Generator*>& generators) {
   const size_t images = sizes.size();
   std::vector<Permutations> out(images);
-  const bool prefix = randperm_prefix_matches_aten() &&
+  // MRCNN_SAMPLER_FULL_RANDPERM=1: the full permutations, for A/B timings and audits of the two.
+  static const bool full_randperm = [] {
+    const char* v = std::getenv("MRCNN_SAMPLER_FULL_RANDPERM");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  const bool prefix = !full_randperm && randperm_prefix_matches_aten() &&
                       std::all_of(generators.begin(), generators.end(),
                                   [](const at::Generator* g) { return g->device().is_cpu(); }) &&
                       std::all_of(sizes.begin(), sizes.end(), [](const Counts& c) {

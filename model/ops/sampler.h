@@ -15,6 +15,8 @@
 // same entries, the generator left as randperm leaves it), and images with distinct generators
 // are drawn in parallel on the intra-op threads: at 800x1344 the RPN's draw of 8 images takes a
 // fraction of a millisecond where 8 full permutations of ~260,000 negatives took tens.
+// MRCNN_SAMPLER_FULL_RANDPERM=1 in the environment draws the full permutations instead (read
+// once per process): the same samples, for A/B timings and audits.
 //
 // Thread-safety: the sampler is immutable, but the generator is mutated. Each draw takes the
 // generator's mutex, so sharing one is memory-safe, but concurrent callers interleave their
