@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "model/ops/box_coder.h"
+#include "model/ops/host_copy.h"
 #include "model/ops/boxes.h"
 #include "model/ops/mask_targets.h"
 #include "model/ops/matcher.h"
@@ -113,7 +114,7 @@ RoICandidates RoIHeadsImpl::label(const ops::Proposals& proposals,
                                   const std::vector<ImageTargets>& targets) const {
   RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
   const int64_t n = static_cast<int64_t>(targets.size());
-  if (proposals.boxes.size(0) != n)
+  if (proposals.boxes.size(0) != n || n == 0)
     throw std::invalid_argument("RoIHeads: " + std::to_string(n) + " targets for proposals of " +
                                 std::to_string(proposals.boxes.size(0)) + " images");
   const ops::Matcher matcher(box_options_.fg_iou_threshold, box_options_.bg_iou_threshold,
@@ -123,25 +124,36 @@ RoICandidates RoIHeadsImpl::label(const ops::Proposals& proposals,
   // from the device. A proposal's match depends on its own IoUs only (this matcher allows no
   // low-quality matches, which would compare columns), and the sampled rows keep their order
   // (proposals before ground truth), so the draw and the RoIs are those of the sliced candidates.
-  const int64_t slots = proposals.boxes.size(1);
-  const at::Tensor padding =
-      at::arange(slots, proposals.counts.options()).unsqueeze(0) >= proposals.counts.unsqueeze(1);
-
-  RoICandidates out;
-  for (int64_t i = 0; i < n; ++i) {
-    const ImageTargets& t = targets[static_cast<size_t>(i)];
-    // Ground-truth boxes join the proposals, so every object has positive RoIs.
-    const at::Tensor& candidates = out.boxes.emplace_back(
-        at::cat({proposals.boxes[i], t.boxes.to(proposals.boxes.scalar_type())}));
-    const at::Tensor matched = matcher(ops::box_iou(t.boxes, candidates));
-    const at::Tensor& gt_index = out.gt_index.emplace_back(matched.clamp_min(0));
-    at::Tensor& cls = out.classes.emplace_back(t.boxes.size(0) > 0 ? t.labels.index_select(0, gt_index)
-                                                                    : at::zeros_like(matched));
-    cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
-    cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
-    cls.slice(0, 0, slots).masked_fill_(padding[i], -1);
+  // The ground truth is padded to the batch's most the same way, so the whole batch is labelled
+  // in one pass: image by image, the labels are those of its own candidates.
+  std::vector<at::Tensor> gt_boxes, gt_labels;
+  std::vector<int64_t> gt_counts;
+  for (const ImageTargets& t : targets) {
+    gt_boxes.push_back(t.boxes);
+    gt_labels.push_back(t.labels);
+    gt_counts.push_back(t.boxes.size(0));
   }
-  out.draw = sampler().prepare(out.classes);
+  const int64_t slots = proposals.boxes.size(1);
+  const auto long_opts = proposals.counts.options().dtype(at::kLong);
+  const at::Tensor counts = ops::copy_to_device_async(
+      at::tensor(c10::ArrayRef<int64_t>(gt_counts), at::TensorOptions().dtype(at::kLong)), proposals.boxes.device());
+  RoICandidates out;
+  // Ground-truth boxes join the proposals, so every object has positive RoIs.
+  out.gt_boxes = at::pad_sequence(gt_boxes, /*batch_first=*/true).to(proposals.boxes.scalar_type());
+  out.boxes = at::cat({proposals.boxes, out.gt_boxes}, 1);
+  const at::Tensor matched = matcher.batched(ops::box_iou_batched(out.gt_boxes, out.boxes), counts);
+  out.gt_index = matched.clamp_min(0);
+  out.classes = out.gt_boxes.size(1) > 0
+                    ? at::pad_sequence(gt_labels, /*batch_first=*/true).gather(1, out.gt_index)
+                    : at::zeros_like(matched);
+  at::Tensor& cls = out.classes;
+  cls.masked_fill_(matched == ops::Matcher::kBelowLowThreshold, 0);
+  cls.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
+  cls.slice(1, 0, slots).masked_fill_(
+      at::arange(slots, long_opts).unsqueeze(0) >= proposals.counts.unsqueeze(1), -1);
+  cls.slice(1, slots).masked_fill_(
+      at::arange(out.gt_boxes.size(1), long_opts).unsqueeze(0) >= counts.unsqueeze(1), -1);
+  out.draw = sampler().prepare_batch(cls);
   return out;
 }
 
@@ -150,48 +162,45 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const RoICandidates& c, const at:
                                                SampleStreams& streams) const {
   RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
   const int64_t n = static_cast<int64_t>(targets.size());
+  const int64_t width = c.classes.size(1);  // candidates per image
   const ops::BoxCoder coder(box_options_.box_coder_weights);
   std::vector<at::Generator*> generators;
   for (int64_t i = 0; i < n; ++i) generators.push_back(&streams.for_image(i));
-  const auto draws = sampler().draw(c.draw, host_counts, generators);
-
-  std::vector<at::Tensor> rois, labels, pos_rows, pos_labels, box_targets, mask_targets;
-  int64_t offset = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const ImageTargets& t = targets[static_cast<size_t>(i)];
-    const at::Tensor& candidates = c.boxes[static_cast<size_t>(i)];
-    const at::Tensor& gt_index = c.gt_index[static_cast<size_t>(i)];
-    const at::Tensor& cls = c.classes[static_cast<size_t>(i)];
-    const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
-    // The sampled RoIs in candidate order, and where the positives (the sampler's labels >= 1,
-    // so cls_kept > 0) landed among them: the positions of the first pos_i.numel() entries of
-    // the sort, increasing since pos_i is. What nonzero() of the masks gives, without its read.
-    const auto [keep, order] = at::cat({pos_i, neg_i}).sort();
-    const at::Tensor position = at::empty_like(order).scatter_(0, order, at::arange(order.size(0), order.options()));
-    const at::Tensor pos_local = position.slice(0, 0, pos_i.size(0));
-    const at::Tensor boxes = candidates.index_select(0, keep);
-    const at::Tensor cls_kept = cls.index_select(0, keep);
-    const at::Tensor pos_boxes = boxes.index_select(0, pos_local);
-    const at::Tensor pos_gt = gt_index.index_select(0, keep).index_select(0, pos_local);
-    rois.push_back(as_rois(boxes, i));
-    labels.push_back(cls_kept);
-    pos_rows.push_back(pos_local + offset);
-    pos_labels.push_back(cls_kept.index_select(0, pos_local));
-    box_targets.push_back(coder.encode(t.boxes.index_select(0, pos_gt), pos_boxes));
-    {
-      RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
-      // The reference crops polygons with float32 boxes.
-      mask_targets.push_back(ops::mask_targets(*t.polygons, pos_gt, pos_boxes.to(at::kFloat),
+  // Every image's draw as rows of the batch (image * width + candidate): the positives of every
+  // image, then the negatives. Sorted, they are each image's sampled candidates in candidate
+  // order, image after image; where the positives landed among them is what nonzero() of the
+  // masks gives, without its read (increasing per image, since each image's positives are).
+  const auto drawn = sampler().draw_batch(c.draw, host_counts, generators);
+  const std::vector<int64_t>& num_pos = drawn.num_positive;
+  const auto [keep, order] = at::cat({drawn.positive, drawn.negative}).sort();
+  const at::Tensor position = at::empty_like(order).scatter_(0, order, at::arange(order.size(0), order.options()));
+  SampledRoIs out;
+  out.positives = position.slice(0, 0, drawn.positive.size(0));
+  const at::Tensor boxes = c.boxes.reshape({-1, 4}).index_select(0, keep);
+  const at::Tensor image = at::div(keep, width, "floor");
+  out.rois = at::cat({image.to(boxes.scalar_type()).unsqueeze(1), boxes}, 1);
+  out.labels = c.classes.reshape(-1).index_select(0, keep);
+  out.pos_labels = out.labels.index_select(0, out.positives);
+  const at::Tensor pos_boxes = boxes.index_select(0, out.positives);
+  const at::Tensor pos_gt = c.gt_index.reshape(-1).index_select(0, keep).index_select(0, out.positives);
+  const at::Tensor pos_gt_rows = image.index_select(0, out.positives) * c.gt_boxes.size(1) + pos_gt;
+  out.box_targets = coder.encode(c.gt_boxes.reshape({-1, 4}).index_select(0, pos_gt_rows), pos_boxes);
+  {
+    RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
+    // The reference crops polygons with float32 boxes. Image by image: each has its polygons.
+    const at::Tensor pos_boxes_f = pos_boxes.to(at::kFloat);
+    std::vector<at::Tensor> mask_targets;
+    int64_t first = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t last = first + num_pos[static_cast<size_t>(i)];
+      mask_targets.push_back(ops::mask_targets(*targets[static_cast<size_t>(i)].polygons, pos_gt.slice(0, first, last),
+                                               pos_boxes_f.slice(0, first, last),
                                                2 * mask_options_.pooler_resolution));
+      first = last;
     }
-    offset += boxes.size(0);
+    out.mask_targets = at::cat(mask_targets);
   }
-  return {.rois = at::cat(rois),
-          .labels = at::cat(labels),
-          .positives = at::cat(pos_rows),
-          .pos_labels = at::cat(pos_labels),
-          .box_targets = at::cat(box_targets),
-          .mask_targets = at::cat(mask_targets)};
+  return out;
 }
 
 void RoIHeadsImpl::box_losses(const std::vector<at::Tensor>& features, const SampledRoIs& s,

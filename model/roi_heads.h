@@ -44,10 +44,14 @@ struct RawDetections {
 };
 
 // The training candidates of a batch before the draw (RoIHeadsImpl::label).
+// The candidates of a batch, one row per image: its padded proposals, then its ground truth
+// padded to the batch's most (C = proposal slots + that most). Padding is labelled -1, so an
+// image's draw is the draw of its own proposals and ground truth.
 struct RoICandidates {
-  std::vector<at::Tensor> boxes;     // per image: its padded proposals, then its ground truth
-  std::vector<at::Tensor> gt_index;  // per image: each candidate's matched ground truth (>= 0)
-  std::vector<at::Tensor> classes;   // per image: its class, 0 background, -1 not sampled
+  at::Tensor boxes;     // [N, C, 4]
+  at::Tensor gt_index;  // int64 [N, C]: each candidate's matched ground truth (>= 0)
+  at::Tensor classes;   // int64 [N, C]: its class, 0 background, -1 not sampled
+  at::Tensor gt_boxes;  // [N, G, 4]: the ground truth, padded (the candidates' dtype)
   ops::BalancedPositiveNegativeSampler::Pending draw;  // counted on the device
 };
 

@@ -250,21 +250,31 @@ RPNLabels RPNImpl::label(const std::vector<at::Tensor>& features,
   const at::Tensor& all_anchors = out.anchors;
   const ops::Matcher matcher(options_.fg_iou_threshold, options_.bg_iou_threshold,
                              /*allow_low_quality_matches=*/true);
-  std::vector<at::Tensor> labels;
-  for (const ImageTargets& t : targets) {
-    const at::Tensor& matched = out.matches.emplace_back(matcher(ops::box_iou(t.boxes, all_anchors)));
-    at::Tensor& l = labels.emplace_back((matched >= 0).to(at::kLong));
-    l.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
-    if (options_.straddle_threshold >= 0) {
-      const double s = options_.straddle_threshold;
-      const at::Tensor visible = (all_anchors.select(1, 0) >= -s)
-                                     .logical_and_(all_anchors.select(1, 1) >= -s)
-                                     .logical_and_(all_anchors.select(1, 2) < t.width + s)
-                                     .logical_and_(all_anchors.select(1, 3) < t.height + s);
-      l.masked_fill_(visible.logical_not(), -1);
-    }
+  // The IoUs image by image: a batch's [N, G, anchors] (and box_iou's temporaries, twice that)
+  // would take gigabytes at 800x1344 with COCO's crowded images. The rest in one pass.
+  std::vector<at::Tensor> matches;
+  for (const ImageTargets& t : targets) matches.push_back(matcher(ops::box_iou(t.boxes, all_anchors)));
+  out.matches = at::stack(matches);
+  const at::Tensor& matched = out.matches;
+  at::Tensor labels = (matched >= 0).to(at::kLong);
+  labels.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);
+  if (options_.straddle_threshold >= 0) {
+    const double s = options_.straddle_threshold;
+    // Each image's far edges, as the comparison with a scalar rounds them: to the anchors' dtype.
+    std::vector<double> limits;
+    for (const ImageTargets& t : targets) limits.push_back(static_cast<double>(t.width) + s);
+    for (const ImageTargets& t : targets) limits.push_back(static_cast<double>(t.height) + s);
+    const at::Tensor far = ops::copy_to_device_async(
+        at::tensor(c10::ArrayRef<double>(limits), at::TensorOptions().dtype(at::kDouble)).to(all_anchors.scalar_type()),
+        all_anchors.device()).view({2, -1, 1});  // [2, N, 1]: x limits, y limits
+    const at::Tensor visible = (all_anchors.select(1, 0) >= -s)
+                                   .logical_and_(all_anchors.select(1, 1) >= -s)
+                                   .unsqueeze(0)
+                                   .logical_and(all_anchors.select(1, 2).unsqueeze(0) < far[0])
+                                   .logical_and_(all_anchors.select(1, 3).unsqueeze(0) < far[1]);  // [N, A]
+    labels.masked_fill_(visible.logical_not(), -1);
   }
-  out.draw = sampler().prepare(labels);
+  out.draw = sampler().prepare_batch(labels);
   return out;
 }
 
@@ -331,27 +341,24 @@ struct RPNImpl::SampledPredictions {
 
 RPNImpl::Sample RPNImpl::draw(const RPNLabels& labels, const at::Tensor& host_counts,
                               const std::vector<ImageTargets>& targets, SampleStreams& streams) const {
-  const int64_t n = static_cast<int64_t>(labels.matches.size());
+  const int64_t n = labels.matches.size(0);
   const int64_t total = labels.anchors.size(0);
   const ops::BoxCoder coder({1.0, 1.0, 1.0, 1.0});
   std::vector<at::Generator*> generators;
   for (int64_t i = 0; i < n; ++i) generators.push_back(&streams.for_image(i));
-  const auto draws = sampler().draw(labels.draw, host_counts, generators);
-  std::vector<at::Tensor> pos_index, neg_index, box_targets;
-  for (int64_t i = 0; i < n; ++i) {
-    const ImageTargets& t = targets[static_cast<size_t>(i)];
-    const at::Tensor& matched = labels.matches[static_cast<size_t>(i)];
-    const auto& [pos_i, neg_i] = draws[static_cast<size_t>(i)];
-    box_targets.push_back(coder.encode(t.boxes.index_select(0, matched.index_select(0, pos_i)),
-                                       labels.anchors.index_select(0, pos_i)));
-    pos_index.push_back(pos_i + i * total);
-    neg_index.push_back(neg_i + i * total);
-  }
+  // As (image * total + anchor): every image's positives, then every image's negatives.
+  const auto drawn = sampler().draw_batch(labels.draw, host_counts, generators);
   Sample s;
-  const at::Tensor pos_all = at::cat(pos_index);
-  s.sampled = at::cat({pos_all, at::cat(neg_index)});
-  s.box_targets = at::cat(box_targets);
-  s.num_pos = pos_all.numel();
+  s.sampled = at::cat({drawn.positive, drawn.negative});
+  s.num_pos = drawn.positive.numel();
+  // The positives' boxes from the ground truth, padded to the batch's most: one gather.
+  std::vector<at::Tensor> gt_boxes;
+  for (const ImageTargets& t : targets) gt_boxes.push_back(t.boxes);
+  const at::Tensor gt = at::pad_sequence(gt_boxes, /*batch_first=*/true);
+  const at::Tensor image = at::floor_divide(drawn.positive, total);
+  const at::Tensor gt_rows = image * gt.size(1) + labels.matches.reshape(-1).index_select(0, drawn.positive);
+  s.box_targets = coder.encode(gt.reshape({-1, 4}).index_select(0, gt_rows),
+                               labels.anchors.index_select(0, drawn.positive - image * total));
   return s;
 }
 
@@ -439,8 +446,8 @@ StageLosses RPNImpl::losses(const std::vector<at::Tensor>& features, const RPNLa
     level_end.push_back(level_start.back() + c.size(2) * c.size(3) * num_anchors_);
   }
   const int64_t total = labels.anchors.size(0);
-  if (total != level_end.back() || static_cast<int64_t>(labels.matches.size()) != n)
-    throw std::invalid_argument("RPN: labels of " + std::to_string(labels.matches.size()) + " images and " +
+  if (total != level_end.back() || !labels.matches.defined() || labels.matches.size(0) != n)
+    throw std::invalid_argument("RPN: labels of " + std::to_string(labels.matches.defined() ? labels.matches.size(0) : 0) + " images and " +
                                 std::to_string(total) + " anchors for features of " + std::to_string(n) +
                                 " images and " + std::to_string(level_end.back()) + " anchors (label() them first)");
   Sample s = draw(labels, host_counts, targets, streams);

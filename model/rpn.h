@@ -52,7 +52,7 @@ TORCH_MODULE(RPNHead);
 // The training targets of a batch's anchors before the draw (RPNImpl::label).
 struct RPNLabels {
   at::Tensor anchors;               // [sum of H*W*A, 4]: every level's anchors, level after level
-  std::vector<at::Tensor> matches;  // per image: each anchor's ground truth (or Matcher code)
+  at::Tensor matches;               // int64 [N, anchors]: each anchor's ground truth (or Matcher code)
   ops::BalancedPositiveNegativeSampler::Pending draw;  // its candidates, counted on the device
 };
 

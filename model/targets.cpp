@@ -145,14 +145,17 @@ std::vector<ImageTargets> slice_targets(const Batch& batch, const c10::Device& d
   const at::Tensor sizes = batch.image_sizes.cpu();
   const at::Tensor boxes = batch.gt_boxes.to(device, box_dtype);
   const at::Tensor labels = batch.gt_labels.to(device);
+  // Host values through accessors: a tensor per value (select, item) would be four operators an image.
+  const auto c = counts.accessor<int64_t, 1>();
+  const auto hw = sizes.accessor<int64_t, 2>();
+  const std::vector<at::Tensor> image_boxes = boxes.unbind(0), image_labels = labels.unbind(0);
   std::vector<ImageTargets> out(n);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = counts[i].item<int64_t>();
-    out[i].boxes = boxes[i].slice(0, 0, c);
-    out[i].labels = labels[i].slice(0, 0, c);
+    out[i].boxes = image_boxes[i].slice(0, 0, c[i]);
+    out[i].labels = image_labels[i].slice(0, 0, c[i]);
     out[i].polygons = &batch.gt_polygons[i];
-    out[i].height = sizes[i][0].item<int64_t>();
-    out[i].width = sizes[i][1].item<int64_t>();
+    out[i].height = hw[i][0];
+    out[i].width = hw[i][1];
   }
   return out;
 }

@@ -37,6 +37,25 @@ at::Tensor box_iou(const at::Tensor& a, const at::Tensor& b) {
   return inter / (area_a.unsqueeze(1) + area_b.unsqueeze(0) - inter);
 }
 
+at::Tensor box_iou_batched(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.dim() == 3 && a.size(2) == 4 && b.dim() == 3 && b.size(2) == 4 && a.size(0) == b.size(0),
+              "mrcnn::box_iou_batched: a must be [N, G, 4] and b [N, P, 4], got ", a.sizes(), " and ", b.sizes());
+  TORCH_CHECK(a.device() == b.device() && a.scalar_type() == b.scalar_type() && at::isFloatingType(a.scalar_type()),
+              "mrcnn::box_iou_batched: a and b must share device and a floating dtype, got ", a.device(), "/",
+              a.scalar_type(), " and ", b.device(), "/", b.scalar_type());
+  // box_iou's operators with the image as a leading dimension.
+  auto area = [](const at::Tensor& t) {
+    return (t.select(2, 2) - t.select(2, 0)) * (t.select(2, 3) - t.select(2, 1));
+  };
+  const at::Tensor area_a = area(a);
+  const at::Tensor area_b = area(b);
+  const at::Tensor lt = at::max(a.slice(2, 0, 2).unsqueeze(2), b.slice(2, 0, 2).unsqueeze(1));
+  const at::Tensor rb = at::min(a.slice(2, 2, 4).unsqueeze(2), b.slice(2, 2, 4).unsqueeze(1));
+  const at::Tensor wh = (rb - lt).clamp_min(0);
+  const at::Tensor inter = wh.select(3, 0) * wh.select(3, 1);
+  return inter / (area_a.unsqueeze(2) + area_b.unsqueeze(1) - inter);
+}
+
 at::Tensor clip_boxes_to_image(const at::Tensor& boxes, int64_t height, int64_t width) {
   TORCH_CHECK(boxes.dim() >= 1 && boxes.size(-1) == 4,
               "mrcnn::clip_boxes_to_image: boxes must be [..., 4], got ", boxes.sizes());

@@ -19,6 +19,11 @@ at::Tensor box_area(const at::Tensor& boxes);
 // empty [N, M] result. Two degenerate boxes give 0/0 = NaN, as torchvision.
 at::Tensor box_iou(const at::Tensor& a, const at::Tensor& b);
 
+// box_iou of each image of a batch: a [N, G, 4] and b [N, P, 4] give [N, G, P], each image's
+// values bit-identical to box_iou of its rows (the same operators, elementwise). One call where a
+// loop over images would make N.
+at::Tensor box_iou_batched(const at::Tensor& a, const at::Tensor& b);
+
 // x clamped to [0, width], y to [0, height]; same shape as boxes ([..., 4]). height, width >= 0.
 at::Tensor clip_boxes_to_image(const at::Tensor& boxes, int64_t height, int64_t width);
 

@@ -63,6 +63,12 @@ void to_frame(const double* xy, const int64_t* po, int64_t p_begin, int64_t p_en
   }
 }
 
+// `t` as a contiguous CPU tensor of `dtype`; `t` itself, with no operator call, where it is one.
+at::Tensor host_contiguous(const at::Tensor& t, at::ScalarType dtype) {
+  if (t.is_cpu() && t.scalar_type() == dtype && t.is_contiguous()) return t;
+  return t.to(at::kCPU, dtype).contiguous();
+}
+
 // Sets the pixels at column-major positions [begin, end) of the row-major m x m `out` to 1.
 void fill_run(int64_t begin, int64_t end, int64_t m, float* out) {
   int64_t x = begin / m, y = begin - x * m;
@@ -120,14 +126,15 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
 #endif
   }
   at::Tensor out = at::empty({num, m_size, m_size}, at::TensorOptions().dtype(at::kFloat));
-  if (num == 0) return out.to(proposals.device());
+  // Here on the CPU: no copy back.
+  if (num == 0) return out;
 
   // The reference keeps polygons and proposals in float32.
-  const at::Tensor boxes = proposals.to(at::kCPU, at::kFloat).contiguous();
-  const at::Tensor matched = matched_gt_index.to(at::kCPU, at::kLong).contiguous();
-  const at::Tensor coords = gt_polygons.coords.to(at::kCPU).contiguous();
-  const at::Tensor poly_off = gt_polygons.poly_offsets.to(at::kCPU).contiguous();
-  const at::Tensor inst_off = gt_polygons.instance_offsets.to(at::kCPU).contiguous();
+  const at::Tensor boxes = host_contiguous(proposals, at::kFloat);
+  const at::Tensor matched = host_contiguous(matched_gt_index, at::kLong);
+  const at::Tensor coords = host_contiguous(gt_polygons.coords, at::kDouble);
+  const at::Tensor poly_off = host_contiguous(gt_polygons.poly_offsets, at::kLong);
+  const at::Tensor inst_off = host_contiguous(gt_polygons.instance_offsets, at::kLong);
   const double* xy = coords.const_data_ptr<double>();
   const int64_t* po = poly_off.const_data_ptr<int64_t>();
   const int64_t* io = inst_off.const_data_ptr<int64_t>();
@@ -152,7 +159,7 @@ at::Tensor mask_targets(const PolygonList& gt_polygons, const at::Tensor& matche
       rasterize_union(frame, m_size, bounds, o + k * m_size * m_size);
     }
   });
-  return out.to(proposals.device());
+  return out;
 }
 
 namespace {

@@ -50,6 +50,40 @@ at::Tensor Matcher::operator()(const at::Tensor& match_quality) const {
   return matches;
 }
 
+at::Tensor Matcher::batched(const at::Tensor& match_quality, const at::Tensor& gt_counts) const {
+  TORCH_CHECK(match_quality.dim() == 3, "Matcher: a batch's match_quality must be [N, G, P], got ",
+              match_quality.sizes());
+  TORCH_CHECK(at::isFloatingType(match_quality.scalar_type()),
+              "Matcher: match_quality must be floating point, got ", match_quality.scalar_type());
+  TORCH_CHECK(gt_counts.dim() == 1 && gt_counts.size(0) == match_quality.size(0) &&
+                  gt_counts.scalar_type() == at::kLong && gt_counts.device() == match_quality.device(),
+              "Matcher: gt_counts must be int64 [", match_quality.size(0), "] on ", match_quality.device(),
+              ", got ", gt_counts.scalar_type(), " ", gt_counts.sizes(), " on ", gt_counts.device());
+  const int64_t n = match_quality.size(0), slots = match_quality.size(1), num_pred = match_quality.size(2);
+  const auto long_opts = match_quality.options().dtype(at::kLong);
+  if (slots == 0 || num_pred == 0) return at::full({n, num_pred}, kBelowLowThreshold, long_opts);
+  // Padding rows below any quality (qualities are >= 0): never a prediction's best. An image
+  // without ground truth then has -1 everywhere, below the low threshold: background, as
+  // operator() returns for G == 0.
+  const at::Tensor valid = at::arange(slots, long_opts).unsqueeze(0) < gt_counts.unsqueeze(1);  // [N, G]
+  const at::Tensor quality = match_quality.masked_fill(valid.logical_not().unsqueeze(2), -1.0);
+  // Per image, operator()'s steps along dimension 1 (first index on ties).
+  auto [matched_vals, matches] = quality.max(1);
+  at::Tensor all_matches;
+  if (allow_low_quality_matches_) all_matches = matches.clone();
+  const at::Tensor below = matched_vals.lt(low_threshold_);
+  const at::Tensor between = matched_vals.ge(low_threshold_).logical_and(matched_vals.lt(high_threshold_));
+  matches.masked_fill_(below, kBelowLowThreshold);
+  matches.masked_fill_(between, kBetweenThresholds);
+  if (allow_low_quality_matches_) {
+    const at::Tensor best_per_gt = std::get<0>(quality.max(2));  // [N, G]
+    const at::Tensor is_best =
+        quality.eq(best_per_gt.unsqueeze(2)).logical_and_(valid.unsqueeze(2)).any(1);
+    matches = at::where(is_best, all_matches, matches);
+  }
+  return matches;
+}
+
 namespace {
 
 at::Tensor match_op(const at::Tensor& match_quality, double high_threshold, double low_threshold,

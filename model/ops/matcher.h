@@ -33,6 +33,12 @@ class Matcher {
   // (NaN wins), i.e. the caller must not pass them.
   at::Tensor operator()(const at::Tensor& match_quality) const;
 
+  // The matches of a batch in one call: match_quality [N, G, P] (image n's ground truth in rows
+  // 0..gt_counts[n]-1, the rows after them padding, whatever they hold), gt_counts int64 [N] on
+  // the same device. Returns int64 [N, P]: row n is operator() of image n's [gt_counts[n], P]
+  // block, bit for bit (padding rows never match, nor count as a ground truth's best).
+  at::Tensor batched(const at::Tensor& match_quality, const at::Tensor& gt_counts) const;
+
   double high_threshold() const { return high_threshold_; }
   double low_threshold() const { return low_threshold_; }
   bool allow_low_quality_matches() const { return allow_low_quality_matches_; }

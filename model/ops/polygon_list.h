@@ -40,24 +40,25 @@ struct PolygonList {
         instance_offsets.numel() < 1)
       fail("instance_offsets must be int64 [I+1]");
     if (coords.numel() % 2 != 0) fail("coords must hold x,y pairs");
-    if (poly_offsets[-1].item<int64_t>() != coords.numel()) fail("poly_offsets must end at coords.numel()");
-    if (instance_offsets[-1].item<int64_t>() != num_polygons())
-      fail("instance_offsets must end at the number of polygons");
+    // The offsets are host data: read there, without an operator per value (a copy first where
+    // a caller moved them).
+    const at::Tensor po_host = (poly_offsets.is_cpu() ? poly_offsets : poly_offsets.cpu()).contiguous();
+    const at::Tensor io_host = (instance_offsets.is_cpu() ? instance_offsets : instance_offsets.cpu()).contiguous();
+    const int64_t* po = po_host.const_data_ptr<int64_t>();
+    const int64_t* io = io_host.const_data_ptr<int64_t>();
+    const int64_t np = po_host.numel(), ni = io_host.numel();
+    if (po[np - 1] != coords.numel()) fail("poly_offsets must end at coords.numel()");
+    if (io[ni - 1] != num_polygons()) fail("instance_offsets must end at the number of polygons");
     // Kernels index coords and polygons through these: every offset within range.
-    if (poly_offsets[0].item<int64_t>() != 0 || instance_offsets[0].item<int64_t>() != 0)
-      fail("poly_offsets and instance_offsets must start at 0");
-    if (poly_offsets.numel() > 1) {
-      const at::Tensor lengths = poly_offsets.diff();
-      if ((lengths < 0).any().item<bool>()) fail("poly_offsets must not decrease");
-      const at::Tensor odd = lengths.remainder(2).nonzero();
-      if (odd.numel() > 0) {
-        const int64_t p = odd[0][0].item<int64_t>();
-        fail("polygon " + std::to_string(p) + " has " + std::to_string(lengths[p].item<int64_t>()) +
+    if (po[0] != 0 || io[0] != 0) fail("poly_offsets and instance_offsets must start at 0");
+    for (int64_t p = 0; p + 1 < np; ++p)
+      if (po[p + 1] < po[p]) fail("poly_offsets must not decrease");
+    for (int64_t p = 0; p + 1 < np; ++p)
+      if ((po[p + 1] - po[p]) % 2 != 0)
+        fail("polygon " + std::to_string(p) + " has " + std::to_string(po[p + 1] - po[p]) +
              " coordinates; expected an even count of x, y values");
-      }
-    }
-    if (instance_offsets.numel() > 1 && (instance_offsets.diff() < 0).any().item<bool>())
-      fail("instance_offsets must not decrease");
+    for (int64_t i = 0; i + 1 < ni; ++i)
+      if (io[i + 1] < io[i]) fail("instance_offsets must not decrease");
   }
 };
 

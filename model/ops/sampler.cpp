@@ -63,6 +63,23 @@ BalancedPositiveNegativeSampler::Pending BalancedPositiveNegativeSampler::prepar
   return p;
 }
 
+BalancedPositiveNegativeSampler::Pending BalancedPositiveNegativeSampler::prepare_batch(const at::Tensor& labels) const {
+  TORCH_CHECK(labels.dim() == 2, "BalancedPositiveNegativeSampler: a batch's labels must be [N, P], got ",
+              labels.sizes());
+  TORCH_CHECK(!at::isFloatingType(labels.scalar_type()) && labels.scalar_type() != at::kBool,
+              "BalancedPositiveNegativeSampler: labels must be an integer tensor, got ", labels.scalar_type());
+  Pending p;
+  if (labels.size(0) == 0) return p;
+  const at::Tensor positive = labels.ge(1), negative = labels.eq(0);
+  p.positive = positive.unbind(0);
+  p.negative = negative.unbind(0);
+  p.positive_batch = positive;
+  p.negative_batch = negative;
+  // (#positive, #negative) of each image in turn, as the per-image prepare stacks them.
+  p.counts = at::stack({positive.sum(1), negative.sum(1)}, 1).view(-1);
+  return p;
+}
+
 std::vector<at::Tensor> BalancedPositiveNegativeSampler::read_counts(
     const std::vector<const Pending*>& pending) {
   std::vector<at::Tensor> parts;
@@ -98,35 +115,32 @@ at::Tensor host_tensor(const std::vector<int64_t>& values) {
   return at::tensor(c10::ArrayRef<int64_t>(values), at::TensorOptions().dtype(at::kLong));
 }
 
-// The permutations of every image: randperm(#positive) then randperm(#negative) on the image's
-// generator, images sharing a generator in image order. On CPU generators only the kept prefixes
-// are generated (randperm_prefix: the same entries, the generator left where randperm leaves
-// it), and images of distinct generators are drawn in parallel: generators are independent, so
-// the draws are the same for any thread count.
-std::vector<Permutations> draw_permutations(const std::vector<Counts>& sizes,
-                                            const std::vector<at::Generator*>& generators) {
-  const size_t images = sizes.size();
-  std::vector<Permutations> out(images);
-  // MRCNN_SAMPLER_FULL_RANDPERM=1: the full permutations, for A/B timings and audits of the two.
+// Whether the kept prefixes can be drawn on the host (randperm_prefix): CPU generators, sizes
+// it covers, a LibTorch whose randperm it reproduces, and no MRCNN_SAMPLER_FULL_RANDPERM=1 (the
+// full permutations, for A/B timings and audits of the two).
+bool host_prefixes_apply(const std::vector<Counts>& sizes, const std::vector<at::Generator*>& generators) {
   static const bool full_randperm = [] {
     const char* v = std::getenv("MRCNN_SAMPLER_FULL_RANDPERM");
     return v != nullptr && std::string(v) == "1";
   }();
-  const bool prefix = !full_randperm && randperm_prefix_matches_aten() &&
-                      std::all_of(generators.begin(), generators.end(),
-                                  [](const at::Generator* g) { return g->device().is_cpu(); }) &&
-                      std::all_of(sizes.begin(), sizes.end(), [](const Counts& c) {
-                        return std::max(c.positive, c.negative) <= kRandpermPrefixMaxN;
-                      });
-  if (!prefix) {
-    for (size_t i = 0; i < images; ++i) {
-      const auto opts = at::TensorOptions().dtype(at::kLong).device(generators[i]->device());
-      // randperm takes the generator's mutex itself, one draw at a time.
-      out[i].positive = at::randperm(sizes[i].positive, *generators[i], opts);
-      out[i].negative = at::randperm(sizes[i].negative, *generators[i], opts);
-    }
-    return out;
-  }
+  return !full_randperm && randperm_prefix_matches_aten() &&
+         std::all_of(generators.begin(), generators.end(),
+                     [](const at::Generator* g) { return g->device().is_cpu(); }) &&
+         std::all_of(sizes.begin(), sizes.end(), [](const Counts& c) {
+           return std::max(c.positive, c.negative) <= kRandpermPrefixMaxN;
+         });
+}
+
+// The kept prefixes of every image's permutations, randperm(#positive) then randperm(#negative)
+// on the image's generator, images sharing a generator in image order: the same entries as
+// randperm's, the generator left where randperm leaves it (randperm_prefix). Images of distinct
+// generators are drawn in parallel: generators are independent, so the draws are the same for
+// any thread count.
+void host_prefixes(const std::vector<Counts>& sizes, const std::vector<at::Generator*>& generators,
+                   std::vector<std::vector<int64_t>>& pos, std::vector<std::vector<int64_t>>& neg) {
+  const size_t images = sizes.size();
+  pos.assign(images, {});
+  neg.assign(images, {});
   // Images grouped by generator, each group in image order.
   std::vector<std::vector<size_t>> groups;
   std::vector<const c10::GeneratorImpl*> owners;
@@ -140,7 +154,6 @@ std::vector<Permutations> draw_permutations(const std::vector<Counts>& sizes,
       groups[static_cast<size_t>(it - owners.begin())].push_back(i);
     }
   }
-  std::vector<std::vector<int64_t>> pos(images), neg(images);
   at::parallel_for(0, static_cast<int64_t>(groups.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       const std::vector<size_t>& group = groups[static_cast<size_t>(g)];
@@ -153,21 +166,32 @@ std::vector<Permutations> draw_permutations(const std::vector<Counts>& sizes,
       }
     }
   });
+}
+
+// The permutations of every image (at least their kept prefixes), as tensors on the generators'
+// devices: the host prefixes where they apply, else at::randperm.
+std::vector<Permutations> draw_permutations(const std::vector<Counts>& sizes,
+                                            const std::vector<at::Generator*>& generators) {
+  const size_t images = sizes.size();
+  std::vector<Permutations> out(images);
+  if (!host_prefixes_apply(sizes, generators)) {
+    for (size_t i = 0; i < images; ++i) {
+      const auto opts = at::TensorOptions().dtype(at::kLong).device(generators[i]->device());
+      // randperm takes the generator's mutex itself, one draw at a time.
+      out[i].positive = at::randperm(sizes[i].positive, *generators[i], opts);
+      out[i].negative = at::randperm(sizes[i].negative, *generators[i], opts);
+    }
+    return out;
+  }
+  std::vector<std::vector<int64_t>> pos, neg;
+  host_prefixes(sizes, generators, pos, neg);
   for (size_t i = 0; i < images; ++i) out[i] = {host_tensor(pos[i]), host_tensor(neg[i])};
   return out;
 }
 
-}  // namespace
-
-std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::draw(
-    const Pending& pending, const at::Tensor& host_counts,
-    const std::vector<at::Generator*>& generators) const {
-  const size_t images = pending.positive.size();
-  TORCH_CHECK(images == generators.size(), "BalancedPositiveNegativeSampler: ", images,
-              " label sets but ", generators.size(), " generators");
-  for (const at::Generator* g : generators)
-    TORCH_CHECK(g != nullptr && g->defined(), "BalancedPositiveNegativeSampler: generator is undefined");
-  if (images == 0) return {};
+// Each image's candidates and how many of each it keeps, from the pending draw's counts on the host.
+std::vector<Counts> counts_of(const at::Tensor& host_counts, size_t images, int64_t batch_size_per_image,
+                              double positive_fraction) {
   TORCH_CHECK(host_counts.is_cpu() && host_counts.scalar_type() == at::kLong &&
                   host_counts.dim() == 1 && host_counts.size(0) == static_cast<int64_t>(2 * images),
               "BalancedPositiveNegativeSampler: expected the ", 2 * images,
@@ -176,15 +200,80 @@ std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::
   const at::Tensor counts_contiguous = host_counts.contiguous();
   const int64_t* count = counts_contiguous.const_data_ptr<int64_t>();
   // int(batch_size_per_image * positive_fraction), as Python truncates.
-  const int64_t max_pos =
-      static_cast<int64_t>(static_cast<double>(batch_size_per_image_) * positive_fraction_);
+  const int64_t max_pos = static_cast<int64_t>(static_cast<double>(batch_size_per_image) * positive_fraction);
   std::vector<Counts> sizes(images);
   for (size_t i = 0; i < images; ++i) {
     sizes[i].positive = count[2 * i];
     sizes[i].negative = count[2 * i + 1];
     sizes[i].take_positive = std::min(sizes[i].positive, max_pos);
-    sizes[i].take_negative = std::min(sizes[i].negative, batch_size_per_image_ - sizes[i].take_positive);
+    sizes[i].take_negative = std::min(sizes[i].negative, batch_size_per_image - sizes[i].take_positive);
   }
+  return sizes;
+}
+
+void check_draw_arguments(size_t images, const std::vector<at::Generator*>& generators) {
+  TORCH_CHECK(images == generators.size(), "BalancedPositiveNegativeSampler: ", images,
+              " label sets but ", generators.size(), " generators");
+  for (const at::Generator* g : generators)
+    TORCH_CHECK(g != nullptr && g->defined(), "BalancedPositiveNegativeSampler: generator is undefined");
+}
+
+}  // namespace
+
+BalancedPositiveNegativeSampler::BatchDraw BalancedPositiveNegativeSampler::draw_batch(
+    const Pending& pending, const at::Tensor& host_counts, const std::vector<at::Generator*>& generators) const {
+  const size_t images = pending.positive.size();
+  check_draw_arguments(images, generators);
+  BatchDraw out;
+  if (images == 0) return out;
+  const std::vector<Counts> sizes = counts_of(host_counts, images, batch_size_per_image_, positive_fraction_);
+  if (!pending.positive_batch.defined() || !host_prefixes_apply(sizes, generators)) {
+    // Image by image (a per-image pending draw, device generators, or the full permutations).
+    const int64_t width = pending.positive_batch.defined() ? pending.positive_batch.size(1) : 0;
+    const auto draws = draw(pending, host_counts, generators);
+    std::vector<at::Tensor> pos, neg;
+    int64_t offset = 0;
+    for (size_t i = 0; i < images; ++i) {
+      pos.push_back(draws[i].first + offset);
+      neg.push_back(draws[i].second + offset);
+      out.num_positive.push_back(draws[i].first.size(0));
+      out.num_negative.push_back(draws[i].second.size(0));
+      offset += width > 0 ? width : pending.positive[i].size(0);
+    }
+    out.positive = at::cat(pos);
+    out.negative = at::cat(neg);
+    return out;
+  }
+  std::vector<std::vector<int64_t>> pos, neg;
+  host_prefixes(sizes, generators, pos, neg);
+  // Rows of the batch's candidates, image after image (nonzero of the flattened masks), and the
+  // drawn ones among them: each image's permutation entries past its first candidate's row.
+  auto pick = [&](const at::Tensor& mask, const std::vector<std::vector<int64_t>>& perm, bool positive,
+                  std::vector<int64_t>& drawn) {
+    int64_t total = 0;
+    std::vector<int64_t> chosen;
+    for (size_t i = 0; i < images; ++i) {
+      for (const int64_t v : perm[i]) chosen.push_back(total + v);
+      drawn.push_back(static_cast<int64_t>(perm[i].size()));
+      total += positive ? sizes[i].positive : sizes[i].negative;
+    }
+    const at::Tensor rows = at::nonzero_static(mask.reshape(-1), total).view(-1);
+    const at::Tensor picked = rows.index_select(0, copy_to_device_async(host_tensor(chosen), mask.device()));
+    // Distinct rows, each image's above the previous image's: sorted, each image's draw in order.
+    return std::get<0>(picked.sort());
+  };
+  out.positive = pick(pending.positive_batch, pos, true, out.num_positive);
+  out.negative = pick(pending.negative_batch, neg, false, out.num_negative);
+  return out;
+}
+
+std::vector<std::pair<at::Tensor, at::Tensor>> BalancedPositiveNegativeSampler::draw(
+    const Pending& pending, const at::Tensor& host_counts,
+    const std::vector<at::Generator*>& generators) const {
+  const size_t images = pending.positive.size();
+  check_draw_arguments(images, generators);
+  if (images == 0) return {};
+  const std::vector<Counts> sizes = counts_of(host_counts, images, batch_size_per_image_, positive_fraction_);
   const std::vector<Permutations> perms = draw_permutations(sizes, generators);
   std::vector<std::pair<at::Tensor, at::Tensor>> result;
   for (size_t i = 0; i < images; ++i) {

@@ -62,12 +62,27 @@ class BalancedPositiveNegativeSampler {
   struct Pending {
     std::vector<at::Tensor> positive, negative;  // bool masks [P_i], one per image
     at::Tensor counts;  // int64 [2 * images] on the labels' device: (#positive, #negative) each
+    at::Tensor positive_batch, negative_batch;  // prepare_batch's masks [N, P] (their rows above)
   };
   Pending prepare(const std::vector<at::Tensor>& labels) const;
+  // The same for a batch whose label sets are the rows of one int64 [N, P] tensor (each image's
+  // padding labelled -1): the counts in one reduction per set instead of two per image.
+  Pending prepare_batch(const at::Tensor& labels) const;
   // host_counts: `pending.counts` on the CPU.
   std::vector<std::pair<at::Tensor, at::Tensor>> draw(
       const Pending& pending, const at::Tensor& host_counts,
       const std::vector<at::Generator*>& generators) const;
+  // The draw of a batch as rows of the batch: image * P + candidate, every image's draw in one
+  // tensor, image after image, increasing within each image -- draw()'s indices with the image's
+  // offset added, concatenated, in the same draws from the same generators. With prepare_batch's
+  // pending draw on CPU generators (the harness's), the batch's candidates are found, picked and
+  // sorted in one operator each instead of one per image.
+  struct BatchDraw {
+    at::Tensor positive, negative;  // int64, on the labels' device
+    std::vector<int64_t> num_positive, num_negative;  // drawn per image
+  };
+  BatchDraw draw_batch(const Pending& pending, const at::Tensor& host_counts,
+                       const std::vector<at::Generator*>& generators) const;
   // The counts of each pending draw on the host, read in one copy (one blocking read on a GPU).
   static std::vector<at::Tensor> read_counts(const std::vector<const Pending*>& pending);
 
