@@ -22,19 +22,32 @@ at::Tensor box_area(const at::Tensor& boxes) {
   return (boxes.select(1, 2) - boxes.select(1, 0)) * (boxes.select(1, 3) - boxes.select(1, 1));
 }
 
+namespace {
+
+// IoU of boxes along the last two dimensions but one: a [..., G, 4] and b [..., P, 4] give
+// [..., G, P]. The same operators for one image ([G, 4], [P, 4]) and for a batch.
+at::Tensor pairwise_iou(const at::Tensor& a, const at::Tensor& b) {
+  auto area = [](const at::Tensor& t) {
+    return (t.select(-1, 2) - t.select(-1, 0)) * (t.select(-1, 3) - t.select(-1, 1));
+  };
+  const at::Tensor area_a = area(a);
+  const at::Tensor area_b = area(b);
+  const at::Tensor lt = at::max(a.slice(-1, 0, 2).unsqueeze(-2), b.slice(-1, 0, 2).unsqueeze(-3));
+  const at::Tensor rb = at::min(a.slice(-1, 2, 4).unsqueeze(-2), b.slice(-1, 2, 4).unsqueeze(-3));
+  const at::Tensor wh = (rb - lt).clamp_min(0);
+  const at::Tensor inter = wh.select(-1, 0) * wh.select(-1, 1);
+  return inter / (area_a.unsqueeze(-1) + area_b.unsqueeze(-2) - inter);
+}
+
+}  // namespace
+
 at::Tensor box_iou(const at::Tensor& a, const at::Tensor& b) {
   check_boxes(a, "mrcnn::box_iou", "a");
   check_boxes(b, "mrcnn::box_iou", "b");
   TORCH_CHECK(a.device() == b.device() && a.scalar_type() == b.scalar_type(),
               "mrcnn::box_iou: a and b must share device and dtype, got ", a.device(), "/",
               a.scalar_type(), " and ", b.device(), "/", b.scalar_type());
-  const at::Tensor area_a = box_area(a);
-  const at::Tensor area_b = box_area(b);
-  const at::Tensor lt = at::max(a.slice(1, 0, 2).unsqueeze(1), b.slice(1, 0, 2).unsqueeze(0));
-  const at::Tensor rb = at::min(a.slice(1, 2, 4).unsqueeze(1), b.slice(1, 2, 4).unsqueeze(0));
-  const at::Tensor wh = (rb - lt).clamp_min(0);
-  const at::Tensor inter = wh.select(2, 0) * wh.select(2, 1);
-  return inter / (area_a.unsqueeze(1) + area_b.unsqueeze(0) - inter);
+  return pairwise_iou(a, b);
 }
 
 at::Tensor box_iou_batched(const at::Tensor& a, const at::Tensor& b) {
@@ -43,17 +56,7 @@ at::Tensor box_iou_batched(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.device() == b.device() && a.scalar_type() == b.scalar_type() && at::isFloatingType(a.scalar_type()),
               "mrcnn::box_iou_batched: a and b must share device and a floating dtype, got ", a.device(), "/",
               a.scalar_type(), " and ", b.device(), "/", b.scalar_type());
-  // box_iou's operators with the image as a leading dimension.
-  auto area = [](const at::Tensor& t) {
-    return (t.select(2, 2) - t.select(2, 0)) * (t.select(2, 3) - t.select(2, 1));
-  };
-  const at::Tensor area_a = area(a);
-  const at::Tensor area_b = area(b);
-  const at::Tensor lt = at::max(a.slice(2, 0, 2).unsqueeze(2), b.slice(2, 0, 2).unsqueeze(1));
-  const at::Tensor rb = at::min(a.slice(2, 2, 4).unsqueeze(2), b.slice(2, 2, 4).unsqueeze(1));
-  const at::Tensor wh = (rb - lt).clamp_min(0);
-  const at::Tensor inter = wh.select(3, 0) * wh.select(3, 1);
-  return inter / (area_a.unsqueeze(2) + area_b.unsqueeze(1) - inter);
+  return pairwise_iou(a, b);
 }
 
 at::Tensor clip_boxes_to_image(const at::Tensor& boxes, int64_t height, int64_t width) {

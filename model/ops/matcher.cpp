@@ -32,8 +32,12 @@ at::Tensor Matcher::operator()(const at::Tensor& match_quality) const {
     // No ground truth: everything is background (torchvision raises here).
     return at::full({num_pred}, kBelowLowThreshold, long_opts);
   }
+  return match(match_quality, 0, at::Tensor());
+}
+
+at::Tensor Matcher::match(const at::Tensor& quality, int64_t gt_dim, const at::Tensor& gt_rows) const {
   // Best gt per prediction (first index on ties, as torch.max over a dim).
-  auto [matched_vals, matches] = match_quality.max(0);
+  auto [matched_vals, matches] = quality.max(gt_dim);
   at::Tensor all_matches;
   if (allow_low_quality_matches_) all_matches = matches.clone();
   const at::Tensor below = matched_vals.lt(low_threshold_);
@@ -42,10 +46,11 @@ at::Tensor Matcher::operator()(const at::Tensor& match_quality) const {
   matches.masked_fill_(between, kBetweenThresholds);
   if (allow_low_quality_matches_) {
     // Predictions that reach some gt's best quality (ties included) get their own best match
-    // back, even below the low threshold.
-    const at::Tensor best_per_gt = std::get<0>(match_quality.max(1));
-    const at::Tensor is_best = match_quality.eq(best_per_gt.unsqueeze(1)).any(0);
-    matches = at::where(is_best, all_matches, matches);
+    // back, even below the low threshold. Padding rows are no gt's.
+    const at::Tensor best_per_gt = std::get<0>(quality.max(gt_dim + 1));
+    at::Tensor hits = quality.eq(best_per_gt.unsqueeze(gt_dim + 1));
+    if (gt_rows.defined()) hits.logical_and_(gt_rows.unsqueeze(gt_dim + 1));
+    matches = at::where(hits.any(gt_dim), all_matches, matches);
   }
   return matches;
 }
@@ -66,22 +71,8 @@ at::Tensor Matcher::batched(const at::Tensor& match_quality, const at::Tensor& g
   // without ground truth then has -1 everywhere, below the low threshold: background, as
   // operator() returns for G == 0.
   const at::Tensor valid = at::arange(slots, long_opts).unsqueeze(0) < gt_counts.unsqueeze(1);  // [N, G]
-  const at::Tensor quality = match_quality.masked_fill(valid.logical_not().unsqueeze(2), -1.0);
-  // Per image, operator()'s steps along dimension 1 (first index on ties).
-  auto [matched_vals, matches] = quality.max(1);
-  at::Tensor all_matches;
-  if (allow_low_quality_matches_) all_matches = matches.clone();
-  const at::Tensor below = matched_vals.lt(low_threshold_);
-  const at::Tensor between = matched_vals.ge(low_threshold_).logical_and(matched_vals.lt(high_threshold_));
-  matches.masked_fill_(below, kBelowLowThreshold);
-  matches.masked_fill_(between, kBetweenThresholds);
-  if (allow_low_quality_matches_) {
-    const at::Tensor best_per_gt = std::get<0>(quality.max(2));  // [N, G]
-    const at::Tensor is_best =
-        quality.eq(best_per_gt.unsqueeze(2)).logical_and_(valid.unsqueeze(2)).any(1);
-    matches = at::where(is_best, all_matches, matches);
-  }
-  return matches;
+  // Per image, operator()'s steps along dimension 1.
+  return match(match_quality.masked_fill(valid.logical_not().unsqueeze(2), -1.0), 1, valid);
 }
 
 namespace {

@@ -44,6 +44,10 @@ class Matcher {
   bool allow_low_quality_matches() const { return allow_low_quality_matches_; }
 
  private:
+  // The matches of `quality`'s predictions (its last dimension) to its ground truth (dimension
+  // gt_dim, the one before the last); gt_rows, where defined, marks the rows that are ground truth.
+  at::Tensor match(const at::Tensor& quality, int64_t gt_dim, const at::Tensor& gt_rows) const;
+
   double high_threshold_;
   double low_threshold_;
   bool allow_low_quality_matches_;
