@@ -2,8 +2,9 @@
 # The GPU path, checked on a machine with an NVIDIA GPU: builds for the local GPU, runs the CUDA
 # tests, compares the detection ops and the R50-FPN training step (float16, batch 2/4/8,
 # channels-last on and off) with torchvision's on the GPU, profiles one case (both sides' traces
-# of consecutive steps, their tables, A/B timings: the profile stage) and trains one epoch on
-# synthetic 1333x800 data whose MLPerf log must pass the checker. Each stage has its own time
+# of consecutive steps, their tables, A/B timings: the profile stage), trains one epoch on
+# synthetic COCO-sized JPEGs through the real loader (its images/s beside its steps') whose MLPerf
+# log must pass the checker, and two deterministic epochs that must audit as bit-identical. Each stage has its own time
 # limit (MRCNN_STAGE_TIMEOUT, default 600 s) and its own log under the output folder; a summary
 # with every stage's verdict is printed at the end and written to OUT/summary.txt.
 #
@@ -35,7 +36,7 @@
 #                                 ":g" for ours with CUDA graphs (backbone, FPN, RPN head)
 #                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0 8:1:g"),
 #              MRCNN_EPOCH_IMAGES training images of the synthetic epoch (default 256),
-#              MRCNN_EPOCH_SIZE   their size (default 1333x800),
+#              MRCNN_EPOCH_SIZE   their size (default 640x480, COCO's average),
 #              MRCNN_GPU_CHECK_BUILD  an existing build to use instead of OUT/build,
 #              MRCNN_GPU_REHEARSAL=1  a rehearsal without a GPU, to find mistakes before device
 #                                 time is spent: cuda_tests is left out; the op comparison runs
@@ -314,11 +315,15 @@ if wants profile; then
   fi
 fi
 
-# ---- 7. one epoch on synthetic 1333x800 data, on the GPU, checked -----------------------------
+# ---- 7. one epoch on synthetic COCO-sized JPEGs, on the GPU, checked ----------------------------
+# As a user trains: JPEGs of COCO's average size (640x480, resized to 800 on the short side by
+# the loader) decoded by the real loader on all the machine's cores. The epoch's images/s, set
+# beside the step's (the steps and profile stages), says whether the loader keeps up; then two
+# deterministic epochs must audit as bit-identical.
 if wants epoch; then
   exe="$build/benchmark/mlperf-maskrcnn"
   images="${MRCNN_EPOCH_IMAGES:-256}"
-  size="${MRCNN_EPOCH_SIZE:-1333x800}"
+  size="${MRCNN_EPOCH_SIZE:-640x480}"
   val=$((images / 4 < 8 ? 8 : images / 4 > 64 ? 64 : images / 4))
   data="$out/synthetic-$size-$images"
   if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
@@ -337,23 +342,48 @@ if wants epoch; then
   on_cpu=()
   ((rehearsal)) && on_cpu=(--set 'run.device="cpu"' --set 'run.precision="fp32"'
                            --set "launch.threads_per_rank=$jobs")
-  rm -rf "$out/runs"
-  stage train_epoch bash -c '"$@"; rc=$?
-    [[ $rc -eq 3 ]] && { echo "[gpu_check] targets not reached in one epoch (exit 3), as expected"; exit 0; }
-    exit $rc' train "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
-    --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set 'launch.communicator="local"' \
-    --set "run.data_dir=\"$data\"" \
-    --set 'submission.division="open"' --set 'system.division="open"' \
-    --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
-    --set 'hyperparameters.gradient_clip_norm=10.0' \
-    --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
-    --set 'model.num_classes=5' --set 'model.backbone.norm="group_norm"' --set 'model.backbone.freeze_at=0' \
-    "${on_cpu[@]}" --out "$out/runs" --no-progress || failed=1
+  # epoch_run STAGE OUTDIR [TRAIN_ARGS...]: the epoch's training run as a stage.
+  epoch_run() {
+    local name=$1 runs=$2; shift 2
+    rm -rf "$runs"
+    stage "$name" bash -c '"$@"; rc=$?
+      [[ $rc -eq 3 ]] && { echo "[gpu_check] targets not reached in one epoch (exit 3), as expected"; exit 0; }
+      exit $rc' train "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
+      --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set 'launch.communicator="local"' \
+      --set "run.data_dir=\"$data\"" --set "data.loader_threads=$jobs" \
+      --set 'submission.division="open"' --set 'system.division="open"' \
+      --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
+      --set 'hyperparameters.gradient_clip_norm=10.0' \
+      --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
+      --set 'model.num_classes=5' --set 'model.backbone.norm="group_norm"' --set 'model.backbone.freeze_at=0' \
+      "${on_cpu[@]}" --out "$runs" --no-progress "$@"
+  }
+  epoch_run train_epoch "$out/runs" || failed=1
   log="$out/runs/latest/mlperf_log.txt"
   if [[ -f "$log" ]]; then
     stage log_check "$exe" check "$log" || failed=1
+    # The epoch's images/s, loader included (the trainer's cumulative rate at its last step),
+    # to set beside the steps and profile stages' step alone: close to it when the loader keeps up.
+    "$python" - "$out/runs/latest/metrics.jsonl" <<'PY' | tee -a "$summary" >&2
+import json, sys
+steps = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "step" and e.get("epoch") == 1]
+if not steps:
+    print("EPOCH no step of epoch 1 in the metrics")
+else:
+    print(f"EPOCH steps={steps[-1]['step'] + 1} images_per_second_epoch={steps[-1]['images_per_s']:.1f} "
+          "(the whole epoch, loader included)")
+PY
   else
     say "no MLPerf log from the epoch run"
+    failed=1
+  fi
+  # Two deterministic epochs: the same losses, step for step, and the same accuracy.
+  if epoch_run deterministic_a "$out/runs-det-a" --deterministic --seed 7 &&
+     epoch_run deterministic_b "$out/runs-det-b" --deterministic --seed 7; then
+    stage determinism "$exe" audit "$out/runs-det-a/latest" "$out/runs-det-b/latest" || failed=1
+    grep -E "bit-identical|diverges|differ in setup" "$out/determinism.log" | head -n 1 |
+      sed 's/^/[gpu_check]   /' | tee -a "$summary" >&2
+  else
     failed=1
   fi
 fi

@@ -15,7 +15,7 @@
    RESULT line; a float16 channels-last step of both networks (the small one), reporting a
    RESULT line; the synthetic set, one epoch of the p3.16xlarge system's settings as the check
    gives them (its expected exit 3, targets not reached, counts as passed) and the checker on
-   its log.
+   its log, the epoch's images/s line, and two deterministic epochs that audit as bit-identical.
 5. The profile stage, rehearsed on the CPU with this build (the small network, float32): both
    sides' gzipped traces hold 3 marked steps with ATen ops in each and no GPU activity, their
    tables come back beside them, summary.txt shows both sides, the A/B runs (batch 8 and 2,
@@ -107,7 +107,8 @@ def main():
         assert p.returncode == 0, p.stderr[-3000:]
         summary = (out / "summary.txt").read_text()
         # A graphs case ("2:1:g") is named for them and runs without them off the GPU.
-        for name in ("ops_vs_tv", "step_b2_cl1_graphs", "synth", "train_epoch", "log_check"):
+        for name in ("ops_vs_tv", "step_b2_cl1_graphs", "synth", "train_epoch", "log_check",
+                     "deterministic_a", "deterministic_b", "determinism"):
             assert any(l.startswith(f"[gpu_check] {name} ") and " passed " in l for l in summary.splitlines()), summary
         assert "RESULT config=" in summary and "precision=fp16 batch=2" in summary, summary
         for case in ("multilevel_roi_align_mask", "proposals_test"):
@@ -116,8 +117,13 @@ def main():
         records = env.mllog_records(out / "runs" / "latest" / "mlperf_log.txt")
         assert sum(r["key"] == "eval_accuracy" for r in records) == 1
         assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
-        print("rehearsal: two op comparisons, a step comparison and one epoch of the check's settings on the CPU; "
-              "the epoch's log passes the checker")
+        # The epoch's rate, loader included: 16 images are 2 steps of 8.
+        epoch = next(l for l in summary.splitlines() if l.startswith("EPOCH "))
+        assert epoch.startswith("EPOCH steps=2 images_per_second_epoch=") and float(epoch.split("=")[2].split()[0]) > 0, epoch
+        # Two deterministic epochs of the same seed: bit-identical.
+        assert "[gpu_check]   bit-identical: 2 steps and 1 epoch accuracies" in summary, summary
+        print("rehearsal: two op comparisons, a step comparison, one epoch of the check's settings on the CPU "
+              "(its log passes the checker) and two deterministic epochs that audit as bit-identical")
 
         # 5. The profile stage, rehearsed.
         out = tmp / "profile"
@@ -147,7 +153,7 @@ def main():
         assert any(l.startswith("[gpu_check] profile ") and " passed " in l for l in summary.splitlines()), summary
         assert "PROFILE label=ours steps=3" in summary and "PROFILE label=torchvision steps=3" in summary, summary
         ab = json.loads((prof / "ab.json").read_text())
-        assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options"}, ab
+        assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm"}, ab
         assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
         assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark"}, ab
         memory = json.loads((prof / "memory.json").read_text())["devices"]
