@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "model/ops/box_coder.h"
-#include "model/ops/host_copy.h"
 #include "model/ops/boxes.h"
+#include "model/ops/host_copy.h"
 #include "model/ops/mask_targets.h"
 #include "model/ops/matcher.h"
 #include "model/ops/multilevel_roi_align.h"

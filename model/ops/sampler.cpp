@@ -228,8 +228,8 @@ BalancedPositiveNegativeSampler::BatchDraw BalancedPositiveNegativeSampler::draw
   if (images == 0) return out;
   const std::vector<Counts> sizes = counts_of(host_counts, images, batch_size_per_image_, positive_fraction_);
   if (!pending.positive_batch.defined() || !host_prefixes_apply(sizes, generators)) {
-    // Image by image (a per-image pending draw, device generators, or the full permutations).
-    const int64_t width = pending.positive_batch.defined() ? pending.positive_batch.size(1) : 0;
+    // Image by image (a per-image pending draw, device generators, or the full permutations),
+    // each image's indices past the label sets before it.
     const auto draws = draw(pending, host_counts, generators);
     std::vector<at::Tensor> pos, neg;
     int64_t offset = 0;
@@ -238,7 +238,7 @@ BalancedPositiveNegativeSampler::BatchDraw BalancedPositiveNegativeSampler::draw
       neg.push_back(draws[i].second + offset);
       out.num_positive.push_back(draws[i].first.size(0));
       out.num_negative.push_back(draws[i].second.size(0));
-      offset += width > 0 ? width : pending.positive[i].size(0);
+      offset += pending.positive[i].size(0);
     }
     out.positive = at::cat(pos);
     out.negative = at::cat(neg);
