@@ -7,6 +7,12 @@
 //                         14x14 (mask head); Backward is the input gradient alone
 //   MultilevelRoIAlign/{Box,Mask}/{Forward,Backward}/{nchw,nhwc}
 //                         the same RoI counts pooled from P2..P5 by the FPN level rule
+//   MultilevelRoIAlign/bfloat16/{direct,island}
+//                         the box head's pooling (512 RoIs per image, 7x7) from a bfloat16
+//                         channels-last pyramid, forward and backward through autograd: the maps
+//                         read as they are (the kernels' reduced-precision path) against the
+//                         float32 island it replaced (each level cast to float32, pooled, the
+//                         result cast back); the same values, the ratio is the path's cost
 //   Proposals/{Train,Test}
 //                         fused proposal generation, pre-NMS 2000 (train) or 1000 (test) per
 //                         level, NMS 0.7, 1000 per image
@@ -121,6 +127,27 @@ void BM_MultilevelRoIAlign(benchmark::State& state) {
       benchmark::DoNotOptimize(mrcnn::ops::detail::multilevel_roi_align_backward(
           grad, rois, kScales, size, 2, false, 224, 4, kBatch, kChannels, hs, ws, fmt));
     }
+  }
+  state.SetItemsProcessed(state.iterations() * rois.size(0));
+}
+
+// The box head's pooling from bfloat16 maps, forward and backward: direct or through the
+// float32 island (the values are equal: tests/model/ops/test_roi_align_reduced.cpp).
+void BM_MultilevelReduced(benchmark::State& state, bool island) {
+  std::vector<at::Tensor> feats;
+  for (const at::Tensor& f : make_pyramid(true)) feats.push_back(f.to(at::kBFloat16));
+  const at::Tensor rois = make_rois(512, 7);
+  const at::Tensor grad = at::randn({rois.size(0), kChannels, 7, 7}).to(at::kBFloat16);
+  for (auto _ : state) {
+    std::vector<at::Tensor> leaves, inputs;
+    for (const at::Tensor& f : feats) {
+      leaves.push_back(f.detach().requires_grad_(true));
+      inputs.push_back(island ? leaves.back().to(at::kFloat) : leaves.back());
+    }
+    at::Tensor out = multilevel_roi_align(inputs, rois, 7, 2, false, kScales);
+    if (island) out = out.to(at::kBFloat16);
+    out.backward(grad);
+    benchmark::DoNotOptimize(leaves[0].grad());
   }
   state.SetItemsProcessed(state.iterations() * rois.size(0));
 }
@@ -307,6 +334,10 @@ BENCHMARK_CAPTURE(BM_SamplerDraw, randperm, 2)->Name("SamplerDraw/268569x8/randp
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RoIAlign)->Name("RoIAlign")->Apply(RoIArgs);
 BENCHMARK(BM_MultilevelRoIAlign)->Name("MultilevelRoIAlign")->Apply(RoIArgs);
+BENCHMARK_CAPTURE(BM_MultilevelReduced, direct, false)->Name("MultilevelRoIAlign/bfloat16/direct")
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_MultilevelReduced, island, true)->Name("MultilevelRoIAlign/bfloat16/island")
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Proposals)->Name("Proposals")->ArgName("pre_nms")->Arg(2000)->Arg(1000)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Nms)->Name("Nms")->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -19,7 +19,10 @@ namespace mrcnn::ops {
 
 // features:        L >= 1 maps [N, C, H_l, W_l] (P2..P5 in Mask R-CNN), same dtype, device,
 //                  N and C; each NCHW-contiguous or channels-last (may differ per level).
-// rois:            [K, 5] (batch_index, x1, y1, x2, y2) in image pixels, dtype of the features.
+//                  float16/bfloat16 maps are read as they are and pooled in float32, their
+//                  gradients accumulated in float32 (as roi_align).
+// rois:            [K, 5] (batch_index, x1, y1, x2, y2) in image pixels, dtype of the features
+//                  (float32 for float16/bfloat16 features).
 // spatial_scales:  one per level, feature size / image size, consecutive powers of two getting
 //                  smaller (0.25, 0.125, ...); they fix the level range k_min = -log2(s_0),
 //                  k_max = -log2(s_{L-1}). infer_spatial_scales() computes them as torchvision.

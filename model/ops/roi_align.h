@@ -14,11 +14,14 @@
 
 namespace mrcnn::ops {
 
-// input:  float32/float64 [N, C, H, W] (float16/bfloat16 through autocast, which pools in
-//         float32), NCHW-contiguous or channels-last (NHWC) memory, CPU or CUDA.
-// rois:   same dtype and device, [K, 5] rows (batch_index, x1, y1, x2, y2) in image pixels.
-// Returns [K, C, pooled_height, pooled_width] in the memory format of `input` (channels-last
-// input gives channels-last output; the values are the same).
+// input:  float32/float64/float16/bfloat16 [N, C, H, W], NCHW-contiguous or channels-last
+//         (NHWC) memory, CPU or CUDA. float16/bfloat16 maps are read as they are (no float32
+//         copy) and pooled in float32; the gradient accumulates in float32 (detail below).
+// rois:   same device, [K, 5] rows (batch_index, x1, y1, x2, y2) in image pixels, in the input's
+//         dtype, or float32 for float16/bfloat16 input (roi_align_check.h's roi_dtype_for).
+// Returns [K, C, pooled_height, pooled_width] in the dtype and memory format of `input`
+// (channels-last input gives channels-last output; the values are the same). Under autocast,
+// float16/bfloat16 input goes to the kernels as it is, with the RoIs cast to float32.
 //   spatial_scale  feature size / image size (1/stride), e.g. 0.25 for P2;
 //   sampling_ratio samples per bin side; <= 0 picks ceil(roi size / pooled size) per RoI;
 //   aligned        true shifts box coordinates by -0.5 pixel (Detectron2's RoIAlignV2); the
@@ -32,8 +35,9 @@ at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, double spa
 namespace detail {
 
 // Gradient of roi_align w.r.t. its input (schema `mrcnn::_roi_align_backward`): grad is
-// [K, C, pooled_height, pooled_width] (any strides); returns [batch, channels, height, width],
-// channels-last when `channels_last`.
+// [K, C, pooled_height, pooled_width] (any strides); returns [batch, channels, height, width] in
+// grad's dtype, channels-last when `channels_last`. A float16/bfloat16 gradient is accumulated in
+// float32 and rounded once: the same values as the float32 backward of the float32 pooling.
 at::Tensor roi_align_backward(const at::Tensor& grad, const at::Tensor& rois, double spatial_scale,
                               int64_t pooled_height, int64_t pooled_width, int64_t batch_size,
                               int64_t channels, int64_t height, int64_t width,

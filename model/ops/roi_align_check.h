@@ -12,12 +12,24 @@
 
 namespace mrcnn::ops::detail {
 
-// rois: [K, 5] (batch_index, x1, y1, x2, y2) in the features' dtype.
+// Whether features of this dtype are stored in reduced precision (float16, bfloat16): the kernels
+// read them as they are and compute in float32.
+inline bool reduced_precision(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+// The dtype of the RoIs (and of the sampling geometry) for features of `features_dtype`: the
+// features' own for float32/float64, float32 for float16/bfloat16 (a box edge at x = 1333 is
+// only representable to 0.5 pixel in float16, to 8 pixels in bfloat16).
+inline at::ScalarType roi_dtype_for(at::ScalarType features_dtype) {
+  return reduced_precision(features_dtype) ? at::kFloat : features_dtype;
+}
+
+// rois: [K, 5] (batch_index, x1, y1, x2, y2) in roi_dtype_for(the features' dtype).
 inline void check_rois_shape(const at::Tensor& rois, at::ScalarType features_dtype, const char* op) {
   TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
               ": rois must have shape [K, 5] (batch_index, x1, y1, x2, y2), got ", rois.sizes());
-  TORCH_CHECK(rois.scalar_type() == features_dtype, op, ": rois must have the dtype of the features (",
-              features_dtype, "), got ", rois.scalar_type());
+  const at::ScalarType want = roi_dtype_for(features_dtype);
+  TORCH_CHECK(rois.scalar_type() == want, op, ": rois must have dtype ", want, " for ", features_dtype,
+              " features, got ", rois.scalar_type());
 }
 
 // roi_align: input [N, C, H, W], rois as above, pooled sizes > 0.
@@ -36,7 +48,7 @@ inline void check_nonempty_map(const at::Tensor& input, const char* op) {
               input.sizes());
 }
 
-// _roi_align_backward: rois as above in grad's dtype, grad [K, C, PH, PW].
+// _roi_align_backward: rois as above for grad's dtype, grad [K, C, PH, PW].
 inline void check_roi_align_backward_args(const at::Tensor& grad, const at::Tensor& rois,
                                           int64_t channels, int64_t pooled_height,
                                           int64_t pooled_width, const char* op) {
@@ -76,7 +88,7 @@ inline void check_multilevel_args(at::TensorList features, const at::Tensor& roi
 }
 
 // _multilevel_roi_align_backward: one height, width and format per level, each map non-empty;
-// check_multilevel_rois in grad's dtype; grad [K, C, S, S].
+// check_multilevel_rois for grad's dtype; grad [K, C, S, S].
 inline void check_multilevel_backward_args(const at::Tensor& grad, const at::Tensor& rois,
                                            int64_t channels, int64_t output_size,
                                            int64_t canonical_scale, at::IntArrayRef level_heights,

@@ -1,6 +1,8 @@
 // CPU kernels of mrcnn::multilevel_roi_align, its backward and mrcnn::map_rois_to_levels
-// (engine: roi_align_impl.h). One sampling plan covers every RoI over every level.
+// (engine: roi_align_impl.h). One sampling plan covers every RoI over every level. float16/bfloat16
+// features are read as they are and pooled in float32; their gradients accumulate in float32.
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -67,13 +69,14 @@ at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& 
       out_cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   if (output.numel() == 0) return output;
   const at::Tensor rois_c = rois.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(f0.scalar_type(), "mrcnn_multilevel_roi_align_forward", [&] {
-    const scalar_t* r = rois_c.const_data_ptr<scalar_t>();
-    const auto levels = compute_levels<scalar_t>(r, num_rois, range, canonical_scale,
-                                                 canonical_level);
-    const auto plan = cpu::make_sampling_plan<scalar_t>(r, num_rois, levels.data(), geometry,
-                                                        batch, output_size, output_size,
-                                                        sampling_ratio, aligned);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f0.scalar_type(),
+                                  "mrcnn_multilevel_roi_align_forward", [&] {
+    using C = at::opmath_type<scalar_t>;
+    const C* r = rois_c.const_data_ptr<C>();
+    const auto levels = compute_levels<C>(r, num_rois, range, canonical_scale, canonical_level);
+    const auto plan = cpu::make_sampling_plan<C>(r, num_rois, levels.data(), geometry, batch,
+                                                 output_size, output_size, sampling_ratio,
+                                                 aligned);
     std::vector<cpu::LevelData<scalar_t>> views;
     for (size_t l = 0; l < inputs.size(); ++l) {
       const at::Tensor& t = inputs[l];
@@ -84,8 +87,8 @@ at::Tensor multilevel_forward_kernel(at::TensorList features, const at::Tensor& 
       lv.stride_c = cl[l] ? 1 : t.size(2) * t.size(3);
       views.push_back(lv);
     }
-    cpu::roi_align_forward<scalar_t>(plan, views, channels, output.mutable_data_ptr<scalar_t>(),
-                                     out_cl);
+    cpu::roi_align_forward<scalar_t, C>(plan, views, channels,
+                                        output.mutable_data_ptr<scalar_t>(), out_cl);
   });
   return output;
 }
@@ -100,25 +103,34 @@ std::vector<at::Tensor> multilevel_backward_kernel(
   check_cpu_rois(rois);
   detail::check_multilevel_backward_args(grad, rois, channels, output_size, canonical_scale,
                                          level_heights, level_widths, level_channels_last, kOp);
+  // Reduced-precision gradients accumulate in float32, rounded once at the end.
+  const at::ScalarType dtype = grad.scalar_type();
+  const at::ScalarType acc = detail::roi_dtype_for(dtype);
+  const auto rounded = [&](std::vector<at::Tensor> g) {
+    if (acc != dtype) {
+      for (at::Tensor& t : g) t = t.to(dtype);
+    }
+    return g;
+  };
   std::vector<at::Tensor> grads;
   std::vector<cpu::LevelGeometry> geometry;
   for (size_t l = 0; l < num_levels; ++l) {
     // (at::zeros ignores a memory format in its options: allocate, then zero.)
     grads.push_back(at::empty({batch_size, channels, level_heights[l], level_widths[l]},
-                              grad.options(),
+                              grad.options().dtype(acc),
                               level_channels_last[l] ? at::MemoryFormat::ChannelsLast
                                                      : at::MemoryFormat::Contiguous)
                         .zero_());
     geometry.push_back({level_heights[l], level_widths[l], spatial_scales[l]});
   }
-  if (grad.numel() == 0) return grads;
+  if (grad.numel() == 0) return rounded(std::move(grads));
   // The incoming gradient is read in the layout of the first level (see roi_align_kernel.cpp).
   const bool grad_cl = level_channels_last[0] != 0;
-  const at::Tensor grad_c = grad.contiguous(grad_cl ? at::MemoryFormat::ChannelsLast
-                                                    : at::MemoryFormat::Contiguous);
+  const at::Tensor grad_c = grad.to(acc).contiguous(grad_cl ? at::MemoryFormat::ChannelsLast
+                                                            : at::MemoryFormat::Contiguous);
   const at::Tensor rois_c = rois.contiguous();
   const int64_t num_rois = rois.size(0);
-  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "mrcnn_multilevel_roi_align_backward", [&] {
+  AT_DISPATCH_FLOATING_TYPES(acc, "mrcnn_multilevel_roi_align_backward", [&] {
     const scalar_t* r = rois_c.const_data_ptr<scalar_t>();
     const auto levels = compute_levels<scalar_t>(r, num_rois, range, canonical_scale,
                                                  canonical_level);
@@ -137,7 +149,7 @@ std::vector<at::Tensor> multilevel_backward_kernel(
     cpu::roi_align_backward<scalar_t>(plan, views, channels, grad_c.const_data_ptr<scalar_t>(),
                                       grad_cl);
   });
-  return grads;
+  return rounded(std::move(grads));
 }
 
 at::Tensor map_rois_to_levels_kernel(const at::Tensor& rois, int64_t k_min, int64_t k_max,

@@ -11,6 +11,11 @@
 // Both memory formats are handled natively: NCHW walks one H x W plane per channel, NHWC
 // accumulates whole channel vectors per sample point.
 //
+// The forward reads features of a storage type T and computes in C (the plan's type): C = T for
+// float32/float64, float32 for float16/bfloat16 features (each value widened as it is read, the
+// sums, weights and the division in float32, the result rounded once to T). The backward runs in
+// C alone: the op casts its incoming gradient to C and its result back (roi_align_kernel.cpp).
+//
 // Arithmetic follows torchvision's roi_align kernels step for step (same expressions, same
 // order) so that results agree to rounding.
 #pragma once
@@ -225,17 +230,21 @@ inline constexpr int64_t kChannelBlock = 16;
 // Channel planes walked together by the NCHW loops (independent memory streams).
 inline constexpr int64_t kPlaneBlock = 8;
 
-template <typename T>
-inline void accumulate_sample(T* __restrict acc, const T* __restrict v1, const T* __restrict v2,
-                              const T* __restrict v3, const T* __restrict v4, T w1, T w2, T w3,
-                              T w4, int64_t n) {
+template <typename T, typename C>
+inline void accumulate_sample(C* __restrict acc, const T* __restrict v1, const T* __restrict v2,
+                              const T* __restrict v3, const T* __restrict v4, C w1, C w2, C w3,
+                              C w4, int64_t n) {
   int64_t c = 0;
   for (; c + kChannelBlock <= n; c += kChannelBlock) {
     for (int64_t j = 0; j < kChannelBlock; ++j) {
-      acc[c + j] += w1 * v1[c + j] + w2 * v2[c + j] + w3 * v3[c + j] + w4 * v4[c + j];
+      acc[c + j] += w1 * static_cast<C>(v1[c + j]) + w2 * static_cast<C>(v2[c + j]) +
+                    w3 * static_cast<C>(v3[c + j]) + w4 * static_cast<C>(v4[c + j]);
     }
   }
-  for (; c < n; ++c) acc[c] += w1 * v1[c] + w2 * v2[c] + w3 * v3[c] + w4 * v4[c];
+  for (; c < n; ++c) {
+    acc[c] += w1 * static_cast<C>(v1[c]) + w2 * static_cast<C>(v2[c]) +
+              w3 * static_cast<C>(v3[c]) + w4 * static_cast<C>(v4[c]);
+  }
 }
 
 template <typename T>
@@ -248,49 +257,54 @@ inline void scatter_sample(T* __restrict dst, const T* __restrict g, T w, int64_
 }
 
 // Forward. `levels[l]` are read-only views of the inputs; `output` is [K, C, PH, PW] contiguous
-// (NCHW) or [K, PH, PW, C] physically (channels-last output).
-template <typename T>
-void roi_align_forward(const SamplingPlan<T>& plan, const std::vector<LevelData<T>>& levels,
+// (NCHW) or [K, PH, PW, C] physically (channels-last output). T: the features' storage type, C:
+// the plan's (compute) type.
+template <typename T, typename C = T>
+void roi_align_forward(const SamplingPlan<C>& plan, const std::vector<LevelData<T>>& levels,
                        int64_t channels, T* output, bool output_channels_last) {
   const int64_t num_rois = static_cast<int64_t>(plan.rois.size());
   const int64_t bins = plan.pooled_height * plan.pooled_width;
   if (output_channels_last) {
     // One item = one (RoI, bin): a whole channel vector.
     at::parallel_for(0, num_rois * bins, 8, [&](int64_t i0, int64_t i1) {
-      std::vector<T> acc(static_cast<size_t>(channels));
+      std::vector<C> acc(static_cast<size_t>(channels));
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t k = i / bins;
         const int64_t bin = i % bins;
         const RoiPlan& p = plan.rois[static_cast<size_t>(k)];
         const LevelData<T>& lv = levels[static_cast<size_t>(p.level)];
-        std::fill(acc.begin(), acc.end(), T(0));
+        std::fill(acc.begin(), acc.end(), C(0));
         T* out = output + i * channels;
         if (lv.channels_last) {
           const T* base = lv.data + p.batch * lv.stride_n;
           const int64_t per_bin = static_cast<int64_t>(p.grid_h) * p.grid_w;
-          const SamplePoint<T>* s = plan.points.data() + p.begin + bin * per_bin;
+          const SamplePoint<C>* s = plan.points.data() + p.begin + bin * per_bin;
           for (int64_t q = 0; q < per_bin; ++q, ++s) {
-            accumulate_sample(acc.data(), base + s->pos[0] * channels,
+            accumulate_sample<T, C>(acc.data(), base + s->pos[0] * channels,
                               base + s->pos[1] * channels, base + s->pos[2] * channels,
                               base + s->pos[3] * channels, s->w[0], s->w[1], s->w[2], s->w[3],
                               channels);
           }
         } else {
           const int64_t per_bin = static_cast<int64_t>(p.grid_h) * p.grid_w;
-          const SamplePoint<T>* s0 = plan.points.data() + p.begin + bin * per_bin;
+          const SamplePoint<C>* s0 = plan.points.data() + p.begin + bin * per_bin;
           for (int64_t c = 0; c < channels; ++c) {
             const T* plane = lv.data + p.batch * lv.stride_n + c * lv.stride_c;
-            T v = 0;
-            const SamplePoint<T>* s = s0;
+            C v = 0;
+            const SamplePoint<C>* s = s0;
             for (int64_t q = 0; q < per_bin; ++q, ++s) {
-              v += s->w[0] * plane[s->pos[0]] + s->w[1] * plane[s->pos[1]] +
-                   s->w[2] * plane[s->pos[2]] + s->w[3] * plane[s->pos[3]];
+              v += s->w[0] * static_cast<C>(plane[s->pos[0]]) +
+                   s->w[1] * static_cast<C>(plane[s->pos[1]]) +
+                   s->w[2] * static_cast<C>(plane[s->pos[2]]) +
+                   s->w[3] * static_cast<C>(plane[s->pos[3]]);
             }
             acc[static_cast<size_t>(c)] = v;
           }
         }
-        const T count = static_cast<T>(std::max<int64_t>(int64_t{p.grid_h} * p.grid_w, 1));
-        for (int64_t c = 0; c < channels; ++c) out[c] = acc[static_cast<size_t>(c)] / count;
+        const C count = static_cast<C>(std::max<int64_t>(int64_t{p.grid_h} * p.grid_w, 1));
+        for (int64_t c = 0; c < channels; ++c) {
+          out[c] = static_cast<T>(acc[static_cast<size_t>(c)] / count);
+        }
       }
     });
     return;
@@ -308,7 +322,7 @@ void roi_align_forward(const SamplingPlan<T>& plan, const std::vector<LevelData<
       const RoiPlan& p = plan.rois[static_cast<size_t>(k)];
       const LevelData<T>& lv = levels[static_cast<size_t>(p.level)];
       const int64_t per_bin = static_cast<int64_t>(p.grid_h) * p.grid_w;
-      const T count = static_cast<T>(std::max<int64_t>(per_bin, 1));
+      const C count = static_cast<C>(std::max<int64_t>(per_bin, 1));
       const T* planes[kPlaneBlock];
       int64_t tap_stride = 1;
       for (int64_t j = 0; j < kPlaneBlock; ++j) {
@@ -317,18 +331,21 @@ void roi_align_forward(const SamplingPlan<T>& plan, const std::vector<LevelData<
                                      : lv.data + p.batch * lv.stride_n + c * lv.stride_c;
       }
       if (lv.channels_last) tap_stride = channels;
-      const SamplePoint<T>* s = plan.points.data() + p.begin;
+      const SamplePoint<C>* s = plan.points.data() + p.begin;
       for (int64_t bin = 0; bin < bins; ++bin) {
-        T v[kPlaneBlock] = {};
+        C v[kPlaneBlock] = {};
         for (int64_t q = 0; q < per_bin; ++q, ++s) {
           const int64_t o0 = s->pos[0] * tap_stride, o1 = s->pos[1] * tap_stride;
           const int64_t o2 = s->pos[2] * tap_stride, o3 = s->pos[3] * tap_stride;
           for (int64_t j = 0; j < kPlaneBlock; ++j) {
             const T* pl = planes[j];
-            v[j] += s->w[0] * pl[o0] + s->w[1] * pl[o1] + s->w[2] * pl[o2] + s->w[3] * pl[o3];
+            v[j] += s->w[0] * static_cast<C>(pl[o0]) + s->w[1] * static_cast<C>(pl[o1]) +
+                    s->w[2] * static_cast<C>(pl[o2]) + s->w[3] * static_cast<C>(pl[o3]);
           }
         }
-        for (int64_t j = 0; j < nc; ++j) output[(k * channels + c0 + j) * bins + bin] = v[j] / count;
+        for (int64_t j = 0; j < nc; ++j) {
+          output[(k * channels + c0 + j) * bins + bin] = static_cast<T>(v[j] / count);
+        }
       }
     }
   });

@@ -1,5 +1,8 @@
 // CPU kernels of mrcnn::roi_align and mrcnn::_roi_align_backward (engine: roi_align_impl.h).
+// float16/bfloat16 features are read as they are and pooled in float32 (float32 RoIs); their
+// gradient is accumulated in float32 and rounded once.
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -49,14 +52,16 @@ at::Tensor roi_align_forward_kernel(const at::Tensor& input, const at::Tensor& r
   detail::check_nonempty_map(input, kOp);
   const at::Tensor input_c = input.contiguous(fmt);
   const at::Tensor rois_c = rois.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(),
+                                  "mrcnn_roi_align_forward", [&] {
+    using C = at::opmath_type<scalar_t>;
     const std::vector<cpu::LevelGeometry> geometry = {
         {input.size(2), input.size(3), spatial_scale}};
-    const auto plan = cpu::make_sampling_plan<scalar_t>(
-        rois_c.const_data_ptr<scalar_t>(), num_rois, nullptr, geometry, input.size(0),
+    const auto plan = cpu::make_sampling_plan<C>(
+        rois_c.const_data_ptr<C>(), num_rois, nullptr, geometry, input.size(0),
         pooled_height, pooled_width, sampling_ratio, aligned);
-    cpu::roi_align_forward<scalar_t>(plan, {level_view<scalar_t>(input_c, cl)}, channels,
-                                     output.mutable_data_ptr<scalar_t>(), cl);
+    cpu::roi_align_forward<scalar_t, C>(plan, {level_view<scalar_t>(input_c, cl)}, channels,
+                                        output.mutable_data_ptr<scalar_t>(), cl);
   });
   return output;
 }
@@ -70,15 +75,19 @@ at::Tensor roi_align_backward_kernel(const at::Tensor& grad, const at::Tensor& r
   check_cpu(grad, rois, kOp);
   detail::check_roi_align_backward_args(grad, rois, channels, pooled_height, pooled_width, kOp);
   const auto fmt = channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-  at::Tensor grad_input = at::empty({batch_size, channels, height, width}, grad.options(), fmt).zero_();
-  if (grad.numel() == 0) return grad_input;
+  // Reduced-precision gradients accumulate in float32, rounded once at the end.
+  const at::ScalarType dtype = grad.scalar_type();
+  const at::ScalarType acc = detail::roi_dtype_for(dtype);
+  at::Tensor grad_input =
+      at::empty({batch_size, channels, height, width}, grad.options().dtype(acc), fmt).zero_();
+  if (grad.numel() == 0) return grad_input.to(dtype);
   // The gradient is read in the layout of grad_input: channels-last accumulation walks whole
   // channel vectors, which needs the incoming gradient channels-last too (one transposing copy
   // of [K, C, PH, PW] is far cheaper than strided scatters).
   const bool grad_cl = channels_last;
-  const at::Tensor grad_c = grad.contiguous(fmt);
+  const at::Tensor grad_c = grad.to(acc).contiguous(fmt);
   const at::Tensor rois_c = rois.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "mrcnn_roi_align_backward", [&] {
+  AT_DISPATCH_FLOATING_TYPES(acc, "mrcnn_roi_align_backward", [&] {
     const std::vector<cpu::LevelGeometry> geometry = {{height, width, spatial_scale}};
     const auto plan = cpu::make_sampling_plan<scalar_t>(
         rois_c.const_data_ptr<scalar_t>(), rois.size(0), nullptr, geometry, batch_size,
@@ -86,7 +95,7 @@ at::Tensor roi_align_backward_kernel(const at::Tensor& grad, const at::Tensor& r
     cpu::roi_align_backward<scalar_t>(plan, {level_view<scalar_t>(grad_input, channels_last)},
                                       channels, grad_c.const_data_ptr<scalar_t>(), grad_cl);
   });
-  return grad_input;
+  return grad_input.to(dtype);
 }
 
 }  // namespace

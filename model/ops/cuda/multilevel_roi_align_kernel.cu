@@ -1,7 +1,8 @@
 // CUDA kernels of mrcnn::multilevel_roi_align, its backward and mrcnn::map_rois_to_levels. The
 // level of every RoI is computed once on the device; one forward launch covers all levels; the
 // backward scatters with atomics, or, under at::globalContext().deterministicAlgorithms(), runs
-// the gather kernel once per level (bitwise reproducible).
+// the gather kernel once per level (bitwise reproducible). float16/bfloat16 features are read as
+// they are and pooled in float32 (float32 RoIs); their gradients accumulate in float32.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -59,7 +60,8 @@ at::Tensor multilevel_forward_cuda(at::TensorList features, const at::Tensor& ro
   const at::Tensor rois_c = rois.contiguous();
   const at::Tensor levels =
       compute_levels(rois_c, range.k_min, range.k_max, canonical_scale, canonical_level);
-  AT_DISPATCH_FLOATING_TYPES(f0.scalar_type(), "mrcnn_multilevel_roi_align_forward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f0.scalar_type(),
+                                  "mrcnn_multilevel_roi_align_forward_cuda", [&] {
     cuda::LevelViews<scalar_t> views;
     views.batch_size = static_cast<int>(f0.size(0));
     views.fault = cuda::fault_word(f0);
@@ -87,26 +89,36 @@ std::vector<at::Tensor> multilevel_backward_cuda(
                                          level_heights, level_widths, level_channels_last, kOp);
   c10::cuda::CUDAGuard device_guard(grad.device());
   const bool deterministic = cuda::deterministic_backward();
+  // Reduced-precision gradients accumulate in float32, rounded once at the end.
+  const at::ScalarType dtype = grad.scalar_type();
+  const at::ScalarType acc = detail::roi_dtype_for(dtype);
+  const auto rounded = [&](std::vector<at::Tensor> g) {
+    if (acc != dtype) {
+      for (at::Tensor& t : g) t = t.to(dtype);
+    }
+    return g;
+  };
   std::vector<at::Tensor> grads;
   for (size_t l = 0; l < num_levels; ++l) {
     grads.push_back(cuda::make_grad_buffer({batch_size, channels, level_heights[l], level_widths[l]},
-                                           grad.options(), level_channels_last[l] != 0,
-                                           deterministic));
+                                           grad.options().dtype(acc),
+                                           level_channels_last[l] != 0, deterministic));
   }
   if (grad.numel() == 0) {
     for (at::Tensor& g : grads) g.zero_();
-    return grads;
+    return rounded(std::move(grads));
   }
   const at::Tensor rois_c = rois.contiguous();
   const at::Tensor levels =
       compute_levels(rois_c, range.k_min, range.k_max, canonical_scale, canonical_level);
   const std::vector<double> scales = spatial_scales.vec();
-  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "mrcnn_multilevel_roi_align_backward_cuda", [&] {
-    cuda::launch_backward<scalar_t>(grad, rois_c, levels, grads, scales, batch_size, channels,
+  const at::Tensor grad_acc = grad.to(acc);
+  AT_DISPATCH_FLOATING_TYPES(acc, "mrcnn_multilevel_roi_align_backward_cuda", [&] {
+    cuda::launch_backward<scalar_t>(grad_acc, rois_c, levels, grads, scales, batch_size, channels,
                                     output_size, output_size, sampling_ratio, aligned,
                                     deterministic);
   });
-  return grads;
+  return rounded(std::move(grads));
 }
 
 at::Tensor map_rois_to_levels_cuda(const at::Tensor& rois, int64_t k_min, int64_t k_max,

@@ -1,6 +1,11 @@
 // Device code shared by the CUDA RoIAlign kernels (single and multi-level): per-RoI geometry,
 // bilinear sampling, the forward kernel, the atomic backward and the deterministic (gather)
 // backward. Arithmetic follows torchvision's CUDA kernel expression for expression.
+//
+// The forward reads features of a storage type T and computes in C = at::opmath_type<T>: T itself
+// for float32/float64, float32 for float16/bfloat16 features (float32 RoIs, each value widened as
+// it is read, one rounding to T at the end; no float32 copy of the maps). The backward kernels
+// run in float32/float64 only: the ops accumulate a reduced-precision gradient in float32.
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -130,12 +135,13 @@ __device__ inline bool bilinear_axis(T v, int size, int& low, int& high, T& l, T
 
 // Forward: one thread per output element (k, c, ph, pw), written through the output strides.
 template <typename T>
-__global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels, const T* rois,
+__global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
+                                         const at::opmath_type<T>* rois,
                                          const int64_t* roi_levels, int channels,
                                          int pooled_height, int pooled_width, int sampling_ratio,
                                          bool aligned, T* output, int64_t osn, int64_t osc,
                                          int64_t osh, int64_t osw) {
-  using Acc = at::opmath_type<T>;
+  using Acc = at::opmath_type<T>;  // the geometry's type too
   MRCNN_CUDA_1D_KERNEL_LOOP(index, nthreads) {
     const int pw = static_cast<int>(index % pooled_width);
     const int ph = static_cast<int>((index / pooled_width) % pooled_height);
@@ -148,8 +154,9 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
       continue;
     }
     const LevelView<T>& lv = levels.level[lvl];
-    const RoiGeometry<T> g = roi_geometry<T>(rois + k * 5, static_cast<T>(lv.spatial_scale),
-                                             pooled_height, pooled_width, sampling_ratio, aligned);
+    const RoiGeometry<Acc> g = roi_geometry<Acc>(rois + k * 5, static_cast<Acc>(lv.spatial_scale),
+                                                 pooled_height, pooled_width, sampling_ratio,
+                                                 aligned);
     if (g.too_large) {
       atomicOr(levels.fault, kFaultRoiBox);
       *out = static_cast<T>(0);
@@ -158,14 +165,14 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
     const T* plane = lv.data + g.batch * lv.sn + c * lv.sc;
     Acc sum = 0;
     for (int iy = 0; iy < g.grid_h; ++iy) {
-      const T y = sample_coord(g.start_h, g.bin_h, ph, iy, g.grid_h);
+      const Acc y = sample_coord(g.start_h, g.bin_h, ph, iy, g.grid_h);
       int y_low, y_high;
-      T ly, hy;
+      Acc ly, hy;
       const bool y_in = bilinear_axis(y, lv.height, y_low, y_high, ly, hy);
       for (int ix = 0; ix < g.grid_w; ++ix) {
-        const T x = sample_coord(g.start_w, g.bin_w, pw, ix, g.grid_w);
+        const Acc x = sample_coord(g.start_w, g.bin_w, pw, ix, g.grid_w);
         int x_low, x_high;
-        T lx, hx;
+        Acc lx, hx;
         // torchvision tests both coordinates together: a point outside on either axis is 0.
         if (!y_in || !bilinear_axis(x, lv.width, x_low, x_high, lx, hx)) continue;
         const Acc v1 = static_cast<Acc>(plane[y_low * lv.sh + x_low * lv.sw]);

@@ -1,7 +1,8 @@
 // CUDA kernels of mrcnn::roi_align and mrcnn::_roi_align_backward (device code:
 // roi_align_device.cuh). The backward uses atomics unless
 // at::globalContext().deterministicAlgorithms() is set, in which case it runs the gather kernel
-// (bitwise reproducible, no atomics).
+// (bitwise reproducible, no atomics). float16/bfloat16 features are read as they are and pooled
+// in float32; their gradient accumulates in float32 and is rounded once.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -35,7 +36,8 @@ at::Tensor roi_align_forward_cuda(const at::Tensor& input, const at::Tensor& roi
   if (output.numel() == 0) return output;
   detail::check_nonempty_map(input, kOp);
   const at::Tensor rois_c = rois.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mrcnn_roi_align_forward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(),
+                                  "mrcnn_roi_align_forward_cuda", [&] {
     cuda::LevelViews<scalar_t> views;
     views.batch_size = static_cast<int>(input.size(0));
     views.fault = cuda::fault_word(input);
@@ -57,18 +59,21 @@ at::Tensor roi_align_backward_cuda(const at::Tensor& grad, const at::Tensor& roi
   detail::check_roi_align_backward_args(grad, rois, channels, pooled_height, pooled_width, kOp);
   c10::cuda::CUDAGuard device_guard(grad.device());
   const bool deterministic = cuda::deterministic_backward();
+  const at::ScalarType dtype = grad.scalar_type();
+  const at::ScalarType acc = detail::roi_dtype_for(dtype);
   std::vector<at::Tensor> grads = {cuda::make_grad_buffer({batch_size, channels, height, width},
-                                                          grad.options(), channels_last,
-                                                          deterministic)};
-  if (grads[0].numel() == 0) return grads[0];
-  if (grad.numel() == 0) return grads[0].zero_();
+                                                          grad.options().dtype(acc),
+                                                          channels_last, deterministic)};
+  if (grads[0].numel() == 0) return grads[0].to(dtype);
+  if (grad.numel() == 0) return grads[0].zero_().to(dtype);
   const at::Tensor rois_c = rois.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "mrcnn_roi_align_backward_cuda", [&] {
-    cuda::launch_backward<scalar_t>(grad, rois_c, at::Tensor(), grads, {spatial_scale},
+  const at::Tensor grad_acc = grad.to(acc);
+  AT_DISPATCH_FLOATING_TYPES(acc, "mrcnn_roi_align_backward_cuda", [&] {
+    cuda::launch_backward<scalar_t>(grad_acc, rois_c, at::Tensor(), grads, {spatial_scale},
                                     batch_size, channels, pooled_height, pooled_width,
                                     sampling_ratio, aligned, deterministic);
   });
-  return grads[0];
+  return grads[0].to(dtype);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ void launch_forward(const LevelViews<T>& levels, const at::Tensor& rois,
   if (n == 0) return;
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   roi_align_forward_kernel<T><<<grid_for(n), kThreadsPerBlock, 0, stream>>>(
-      n, levels, rois.const_data_ptr<T>(),
+      n, levels, rois.const_data_ptr<at::opmath_type<T>>(),
       roi_levels.defined() ? roi_levels.const_data_ptr<int64_t>() : nullptr,
       static_cast<int>(channels), static_cast<int>(pooled_height), static_cast<int>(pooled_width),
       static_cast<int>(sampling_ratio), aligned, output.data_ptr<T>(), output.stride(0),
@@ -118,7 +118,8 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
 }
 
 // Allocates a gradient buffer in the requested format: zeros for the atomic path, uninitialized
-// for the deterministic one (it writes every element).
+// for the deterministic one (it writes every element). `options` carry the accumulation dtype
+// (float32 for a float16/bfloat16 gradient).
 inline at::Tensor make_grad_buffer(at::IntArrayRef sizes, const at::TensorOptions& options,
                                    bool channels_last, bool deterministic) {
   at::Tensor t = at::empty(sizes, options, channels_last ? at::MemoryFormat::ChannelsLast

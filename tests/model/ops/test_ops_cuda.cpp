@@ -139,7 +139,10 @@ std::vector<at::Tensor> multilevel_output_and_grads(const std::vector<at::Tensor
   std::vector<at::Tensor> leaves;
   for (const at::Tensor& f : feats) leaves.push_back(f.to(device).detach().requires_grad_(true));
   const at::Tensor out = multilevel_roi_align(leaves, rois.to(device), 7, sampling_ratio, aligned, scales);
-  out.mul(at::arange(out.numel(), out.options()).view(out.sizes()).remainder(weight_period)).sum().backward();
+  // The weights in float32 first: an arange in float16 would round its larger values.
+  const at::Tensor weight = at::arange(out.numel(), out.options().dtype(at::kFloat))
+                                .view(out.sizes()).remainder(weight_period).to(out.scalar_type());
+  out.mul(weight).sum().backward();
   std::vector<at::Tensor> r{out.detach().cpu()};
   for (const at::Tensor& l : leaves) r.push_back(l.grad().cpu());
   return r;
@@ -182,6 +185,49 @@ TEST_F(OpsCuda, MultilevelAdaptiveGridAndAtomicBackwardMatchTheCpu) {
     expect_close(g[0], c[0], 1e-5, 1e-5, "output");
     for (size_t i = 1; i < g.size(); ++i)
       expect_close(g[i], c[i], 1e-4, 1e-4, "gradient of level " + std::to_string(i - 1));
+  }
+  check_device_faults(gpu, "valid RoIs");
+}
+
+// float16/bfloat16 maps read as they are (no float32 copy): the values of the float32 kernels on
+// the widened maps, the island the kernels replaced. Forward and the deterministic backward bit
+// for bit; the atomic backward (float32 atomics either way, in a varying order) within 1e-4 of
+// the island's, before the one rounding to the features' dtype. And the CPU's reduced-precision
+// result within float32 tolerance (test_roi_align_reduced.cpp holds the CPU to its own island).
+TEST_F(OpsCuda, ReducedPrecisionMapsPoolAsTheirFloat32Island) {
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    for (const bool deterministic : {true, false}) {
+      at::globalContext().setDeterministicAlgorithms(deterministic, false);
+      const std::string what = std::string(c10::toString(dtype)) +
+                               (deterministic ? " deterministic" : " atomic");
+      std::vector<at::Tensor> feats, wide;
+      for (int64_t s : {4, 8, 16, 32}) {
+        feats.push_back(at::randn({2, 16, 512 / s, 640 / s}).to(dtype).contiguous(at::MemoryFormat::ChannelsLast));
+        wide.push_back(feats.back().to(at::kFloat));
+      }
+      const std::vector<double> scales = infer_spatial_scales(feats, 512, 640);
+      const at::Tensor rois = random_rois(300, 2, 400, at::kFloat);
+      const auto direct = multilevel_output_and_grads(feats, rois, scales, gpu, 2, false, 13);
+      const auto island = multilevel_output_and_grads(wide, rois, scales, gpu, 2, false, 13);
+      const auto cpu = multilevel_output_and_grads(feats, rois, scales, at::kCPU, 2, false, 13);
+      ASSERT_EQ(direct[0].scalar_type(), dtype) << what;
+      EXPECT_TRUE(at::equal(direct[0], island[0].to(dtype))) << what << ": forward";
+      expect_close(direct[0].to(at::kFloat), cpu[0].to(at::kFloat), 1e-2, 1e-2, what + " forward vs CPU");
+      for (size_t i = 1; i < direct.size(); ++i) {
+        const std::string level = what + " gradient of level " + std::to_string(i - 1);
+        ASSERT_EQ(direct[i].scalar_type(), dtype) << level;
+        EXPECT_TRUE(direct[i].is_contiguous(at::MemoryFormat::ChannelsLast)) << level;
+        if (deterministic) {
+          EXPECT_TRUE(at::equal(direct[i], island[i].to(dtype))) << level;
+        } else {
+          expect_close(direct[i].to(at::kFloat), island[i].to(dtype).to(at::kFloat), 1e-2, 1e-2, level);
+        }
+      }
+      // The single-level op, forward, on the first map.
+      const at::Tensor one = roi_align(feats[0].to(gpu), rois.to(gpu), 0.25, 7, 7, 2, false);
+      const at::Tensor one_wide = roi_align(wide[0].to(gpu), rois.to(gpu), 0.25, 7, 7, 2, false);
+      EXPECT_TRUE(at::equal(one, one_wide.to(dtype))) << what << ": roi_align forward";
+    }
   }
   check_device_faults(gpu, "valid RoIs");
 }
