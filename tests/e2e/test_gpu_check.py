@@ -21,6 +21,10 @@
    tables come back beside them, summary.txt shows both sides, the A/B runs (batch 8 and 2,
    padding masks, the MLPerf option set) time their steps, memory.json has the allocator's
    figures, and the headline PROFILE lines reach the check's summary.
+
+The parts run on their own when named (python test_gpu_check.py rehearsal); ctest runs each as a
+test of its own, side by side:
+# ctest parts: basics rehearsal profile
 """
 import json
 import os
@@ -39,129 +43,143 @@ def check(out, timeout=300, **extra):
     return env.run(["bash", SCRIPT, out], env=e, timeout=timeout)
 
 
-def main():
-    with env.scratch_dir("gpu-check") as tmp:
-        tmp = pathlib.Path(tmp)
+def basics(tmp):
+    # 1. No GPU: nothing to check, said so.
+    has_gpu = shutil.which("nvidia-smi") and env.run(["nvidia-smi", "-L"]).returncode == 0
+    if not has_gpu:
+        p = check(tmp / "full", MRCNN_PYTHON=env.PYTHON)
+        assert p.returncode == 77, (p.returncode, p.stderr)
+        assert "no NVIDIA GPU here" in p.stderr, p.stderr
+        print("no GPU: exit 77 with the reason")
 
-        # 1. No GPU: nothing to check, said so.
-        has_gpu = shutil.which("nvidia-smi") and env.run(["nvidia-smi", "-L"]).returncode == 0
-        if not has_gpu:
-            p = check(tmp / "full", MRCNN_PYTHON=env.PYTHON)
-            assert p.returncode == 77, (p.returncode, p.stderr)
-            assert "no NVIDIA GPU here" in p.stderr, p.stderr
-            print("no GPU: exit 77 with the reason")
-
-        # 2. Configure only, from a stand-in environment around this python.
-        out = tmp / "configure"
-        victim = tmp / "victim"
-        victim.write_text("not to be overwritten\n")
-        (out / "pyenv" / "bin").mkdir(parents=True)
-        (out / "pyenv" / "bin" / "python").symlink_to(victim)
-        p = check(out, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure")
-        assert victim.read_text() == "not to be overwritten\n", "the stand-in was written through a link"
-        assert not (out / "pyenv" / "bin" / "python").is_symlink()
-        nvcc = shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")
-        torch_prefix = env.run([env.PYTHON, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
-        assert torch_prefix.returncode == 0, torch_prefix.stderr
-        if nvcc:
-            assert p.returncode == 0, p.stderr[-3000:]
-            assert "configured:" in p.stderr, p.stderr
-            assert "project CUDA kernels: ON" in (out / "configure.log").read_text()
-        else:
-            assert p.returncode == 1 and "would not compile the CUDA kernels" in p.stderr, p.stderr
-        stand_in = out / "pyenv" / "bin" / "python"
-        same = env.run([stand_in, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
-        assert same.returncode == 0, f"the stand-in python cannot import torch: {same.stderr}"
-        assert same.stdout == torch_prefix.stdout, (same.stdout, torch_prefix.stdout)
-        cache = (out / "build" / "CMakeCache.txt").read_text()
-        torch_dir = next(l.split("=", 1)[1] for l in cache.splitlines() if l.startswith("Torch_DIR:"))
-        want = pathlib.Path(torch_prefix.stdout.strip()) / "Torch"
-        assert pathlib.Path(torch_dir).resolve() == want.resolve(), (torch_dir, want)
-        print(f"configure only: exit {p.returncode}, LibTorch from {torch_dir}")
-
-        # 3. A hanging stage: the python CMake asks for LibTorch never answers in time.
-        slow = tmp / "slow-python"
-        slow.write_text("#!/bin/sh\n"
-                        'case "$*" in *cmake_prefix_path*) sleep 90 </dev/null >/dev/null 2>&1;; esac\n'
-                        f'exec "{env.PYTHON}" "$@"\n')
-        slow.chmod(slow.stat().st_mode | stat.S_IXUSR)
-        out = tmp / "hang"
-        p = check(out, timeout=200, MRCNN_PYTHON=str(slow), MRCNN_GPU_STAGES="configure",
-                  MRCNN_STAGE_TIMEOUT="40")
-        assert p.returncode == 1, (p.returncode, p.stderr)
-        summary = (out / "summary.txt").read_text()
-        assert "configure      TIMED OUT after 40 s" in summary, summary
-        log = (out / "configure.log").read_text()
-        assert "configure still running after" in log, log[-2000:]
-        assert "sleep 90" in log, log[-2000:]
-        print("a hanging configure: timed out at 40 s, its log shows the process it waited on")
-        p = check(tmp / "typo", MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure,bulid")
-        assert p.returncode == 2 and "unknown stage 'bulid'" in p.stderr, (p.returncode, p.stderr)
-
-        # 4. The epoch stage's command, rehearsed on the CPU with tiny images.
-        out = tmp / "rehearsal"
-        p = check(out, timeout=900, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
-                  MRCNN_GPU_STAGES="ops,steps,epoch", MRCNN_STEP_CASES="2:1:g",
-                  MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR),
-                  MRCNN_EPOCH_IMAGES="16", MRCNN_EPOCH_SIZE="160x128")
+    # 2. Configure only, from a stand-in environment around this python.
+    out = tmp / "configure"
+    victim = tmp / "victim"
+    victim.write_text("not to be overwritten\n")
+    (out / "pyenv" / "bin").mkdir(parents=True)
+    (out / "pyenv" / "bin" / "python").symlink_to(victim)
+    p = check(out, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure")
+    assert victim.read_text() == "not to be overwritten\n", "the stand-in was written through a link"
+    assert not (out / "pyenv" / "bin" / "python").is_symlink()
+    nvcc = shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")
+    torch_prefix = env.run([env.PYTHON, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
+    assert torch_prefix.returncode == 0, torch_prefix.stderr
+    if nvcc:
         assert p.returncode == 0, p.stderr[-3000:]
-        summary = (out / "summary.txt").read_text()
-        # A graphs case ("2:1:g") is named for them and runs without them off the GPU.
-        for name in ("ops_vs_tv", "step_b2_cl1_graphs", "synth", "train_epoch", "log_check",
-                     "deterministic_a", "deterministic_b", "determinism"):
-            assert any(l.startswith(f"[gpu_check] {name} ") and " passed " in l for l in summary.splitlines()), summary
-        assert "RESULT config=" in summary and "precision=fp16 batch=2" in summary, summary
-        for case in ("multilevel_roi_align_mask", "proposals_test"):
-            assert f"RESULT case={case} " in summary and "device=cpu" in summary, summary
-        assert "targets not reached in one epoch (exit 3), as expected" in (out / "train_epoch.log").read_text()
-        records = env.mllog_records(out / "runs" / "latest" / "mlperf_log.txt")
-        assert sum(r["key"] == "eval_accuracy" for r in records) == 1
-        assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
-        # The epoch's rate, loader included: 16 images are 2 steps of 8.
-        epoch = next(l for l in summary.splitlines() if l.startswith("EPOCH "))
-        assert epoch.startswith("EPOCH steps=2 images_per_second_epoch=") and float(epoch.split("=")[2].split()[0]) > 0, epoch
-        # Two deterministic epochs of the same seed: bit-identical.
-        assert "[gpu_check]   bit-identical: 2 steps and 1 epoch accuracies" in summary, summary
-        print("rehearsal: two op comparisons, a step comparison, one epoch of the check's settings on the CPU "
-              "(its log passes the checker) and two deterministic epochs that audit as bit-identical")
+        assert "configured:" in p.stderr, p.stderr
+        assert "project CUDA kernels: ON" in (out / "configure.log").read_text()
+    else:
+        assert p.returncode == 1 and "would not compile the CUDA kernels" in p.stderr, p.stderr
+    stand_in = out / "pyenv" / "bin" / "python"
+    same = env.run([stand_in, "-c", "import torch; print(torch.utils.cmake_prefix_path)"])
+    assert same.returncode == 0, f"the stand-in python cannot import torch: {same.stderr}"
+    assert same.stdout == torch_prefix.stdout, (same.stdout, torch_prefix.stdout)
+    cache = (out / "build" / "CMakeCache.txt").read_text()
+    torch_dir = next(l.split("=", 1)[1] for l in cache.splitlines() if l.startswith("Torch_DIR:"))
+    want = pathlib.Path(torch_prefix.stdout.strip()) / "Torch"
+    assert pathlib.Path(torch_dir).resolve() == want.resolve(), (torch_dir, want)
+    print(f"configure only: exit {p.returncode}, LibTorch from {torch_dir}")
 
-        # 5. The profile stage, rehearsed.
-        out = tmp / "profile"
-        p = check(out, timeout=600, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
-                  MRCNN_GPU_STAGES="profile", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR))
-        assert p.returncode == 0, p.stderr[-3000:]
-        prof = out / "profile"
-        files = {f.name: f.stat().st_size for f in prof.iterdir()}
-        assert set(files) == {"summary.txt", "ours_trace.json.gz", "tv_trace.json.gz", "ours_kernels.json",
-                              "tv_kernels.json", "ab.json", "memory.json"}, files
-        assert max(files.values()) <= 16 * 2**20, files
-        sys.path.insert(0, str(env.SOURCE_DIR / "benchmark" / "perf"))
-        import trace_summary
-        text = (prof / "summary.txt").read_text()
-        ops = {}
-        for side, short in (("ours", "ours"), ("torchvision", "tv")):
-            s = trace_summary.summarize(prof / f"{short}_trace.json.gz", side)
-            assert s["steps"] == 3 and s["gpu"] is False, (side, s["steps"])
-            ops[side] = [r["aten_ops"] for r in s["per_step"]]
-            assert min(ops[side]) > 0 and all(r["aten_ops_top_level"] > 0 for r in s["per_step"]), (side, ops)
-            assert s["median"]["gpu_busy_us"] is None and s["scopes"]["mrcnn::forward"]["host_us_per_step"] > 0
-            tables = json.loads((prof / f"{short}_kernels.json").read_text())
-            assert tables["per_step"] == json.loads(json.dumps(s["per_step"])), side
-            assert f"PROFILE label={side} steps=3 " in text and f"aten_ops={s['median']['aten_ops']:.0f} " in text, text
-        assert "no GPU activity in this trace" in text and "PROFILE images_per_second ours=" in text, text
-        summary = (out / "summary.txt").read_text()
-        assert any(l.startswith("[gpu_check] profile ") and " passed " in l for l in summary.splitlines()), summary
-        assert "PROFILE label=ours steps=3" in summary and "PROFILE label=torchvision steps=3" in summary, summary
-        ab = json.loads((prof / "ab.json").read_text())
-        assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm"}, ab
-        assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
-        assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark"}, ab
-        memory = json.loads((prof / "memory.json").read_text())["devices"]
-        cpu = memory["cpu:-1"]
-        assert cpu["peak_allocated_mb"] > 0 and "mrcnn::backward" in cpu["at_scope_end"], memory
-        print(f"profile rehearsal: 3 steps in each trace, ATen ops per step ours {ops['ours']}, "
-              f"torchvision {ops['torchvision']}; A/B and memory tables back")
+    # 3. A hanging stage: the python CMake asks for LibTorch never answers in time.
+    slow = tmp / "slow-python"
+    slow.write_text("#!/bin/sh\n"
+                    'case "$*" in *cmake_prefix_path*) sleep 90 </dev/null >/dev/null 2>&1;; esac\n'
+                    f'exec "{env.PYTHON}" "$@"\n')
+    slow.chmod(slow.stat().st_mode | stat.S_IXUSR)
+    out = tmp / "hang"
+    p = check(out, timeout=200, MRCNN_PYTHON=str(slow), MRCNN_GPU_STAGES="configure",
+              MRCNN_STAGE_TIMEOUT="40")
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    summary = (out / "summary.txt").read_text()
+    assert "configure      TIMED OUT after 40 s" in summary, summary
+    log = (out / "configure.log").read_text()
+    assert "configure still running after" in log, log[-2000:]
+    assert "sleep 90" in log, log[-2000:]
+    print("a hanging configure: timed out at 40 s, its log shows the process it waited on")
+    p = check(tmp / "typo", MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_STAGES="configure,bulid")
+    assert p.returncode == 2 and "unknown stage 'bulid'" in p.stderr, (p.returncode, p.stderr)
+
+
+def rehearsal(tmp):
+    # 4. The epoch stage's command, rehearsed on the CPU with tiny images.
+    out = tmp / "rehearsal"
+    p = check(out, timeout=900, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
+              MRCNN_GPU_STAGES="ops,steps,epoch", MRCNN_STEP_CASES="2:1:g",
+              MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR),
+              MRCNN_EPOCH_IMAGES="16", MRCNN_EPOCH_SIZE="160x128")
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = (out / "summary.txt").read_text()
+    # A graphs case ("2:1:g") is named for them and runs without them off the GPU.
+    for name in ("ops_vs_tv", "step_b2_cl1_graphs", "synth", "train_epoch", "log_check",
+                 "deterministic_a", "deterministic_b", "determinism"):
+        assert any(l.startswith(f"[gpu_check] {name} ") and " passed " in l for l in summary.splitlines()), summary
+    assert "RESULT config=" in summary and "precision=fp16 batch=2" in summary, summary
+    for case in ("multilevel_roi_align_mask", "proposals_test"):
+        assert f"RESULT case={case} " in summary and "device=cpu" in summary, summary
+    assert "targets not reached in one epoch (exit 3), as expected" in (out / "train_epoch.log").read_text()
+    records = env.mllog_records(out / "runs" / "latest" / "mlperf_log.txt")
+    assert sum(r["key"] == "eval_accuracy" for r in records) == 1
+    assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
+    # The epoch's rate, loader included: 16 images are 2 steps of 8.
+    epoch = next(l for l in summary.splitlines() if l.startswith("EPOCH "))
+    assert epoch.startswith("EPOCH steps=2 images_per_second_epoch=") and float(epoch.split("=")[2].split()[0]) > 0, epoch
+    # Two deterministic epochs of the same seed: bit-identical.
+    assert "[gpu_check]   bit-identical: 2 steps and 1 epoch accuracies" in summary, summary
+    print("rehearsal: two op comparisons, a step comparison, one epoch of the check's settings on the CPU "
+          "(its log passes the checker) and two deterministic epochs that audit as bit-identical")
+
+
+def profile(tmp):
+    # 5. The profile stage, rehearsed.
+    out = tmp / "profile"
+    p = check(out, timeout=600, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
+              MRCNN_GPU_STAGES="profile", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR))
+    assert p.returncode == 0, p.stderr[-3000:]
+    prof = out / "profile"
+    files = {f.name: f.stat().st_size for f in prof.iterdir()}
+    assert set(files) == {"summary.txt", "ours_trace.json.gz", "tv_trace.json.gz", "ours_kernels.json",
+                          "tv_kernels.json", "ab.json", "memory.json"}, files
+    assert max(files.values()) <= 16 * 2**20, files
+    sys.path.insert(0, str(env.SOURCE_DIR / "benchmark" / "perf"))
+    import trace_summary
+    text = (prof / "summary.txt").read_text()
+    ops = {}
+    for side, short in (("ours", "ours"), ("torchvision", "tv")):
+        s = trace_summary.summarize(prof / f"{short}_trace.json.gz", side)
+        assert s["steps"] == 3 and s["gpu"] is False, (side, s["steps"])
+        ops[side] = [r["aten_ops"] for r in s["per_step"]]
+        assert min(ops[side]) > 0 and all(r["aten_ops_top_level"] > 0 for r in s["per_step"]), (side, ops)
+        assert s["median"]["gpu_busy_us"] is None and s["scopes"]["mrcnn::forward"]["host_us_per_step"] > 0
+        tables = json.loads((prof / f"{short}_kernels.json").read_text())
+        assert tables["per_step"] == json.loads(json.dumps(s["per_step"])), side
+        assert f"PROFILE label={side} steps=3 " in text and f"aten_ops={s['median']['aten_ops']:.0f} " in text, text
+    assert "no GPU activity in this trace" in text and "PROFILE images_per_second ours=" in text, text
+    summary = (out / "summary.txt").read_text()
+    assert any(l.startswith("[gpu_check] profile ") and " passed " in l for l in summary.splitlines()), summary
+    assert "PROFILE label=ours steps=3" in summary and "PROFILE label=torchvision steps=3" in summary, summary
+    ab = json.loads((prof / "ab.json").read_text())
+    assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm"}, ab
+    assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
+    assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark"}, ab
+    memory = json.loads((prof / "memory.json").read_text())["devices"]
+    cpu = memory["cpu:-1"]
+    assert cpu["peak_allocated_mb"] > 0 and "mrcnn::backward" in cpu["at_scope_end"], memory
+    print(f"profile rehearsal: 3 steps in each trace, ATen ops per step ours {ops['ours']}, "
+          f"torchvision {ops['torchvision']}; A/B and memory tables back")
+
+
+PARTS = {"basics": basics, "rehearsal": rehearsal, "profile": profile}
+
+
+def main(argv):
+    names = argv or list(PARTS)
+    unknown = [n for n in names if n not in PARTS]
+    if unknown:
+        sys.exit(f"unknown part(s) {unknown}; the parts are {list(PARTS)}")
+    for name in names:
+        with env.scratch_dir(f"gpu-check-{name}") as tmp:
+            PARTS[name](pathlib.Path(tmp))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
