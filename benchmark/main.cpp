@@ -11,6 +11,7 @@
 
 #include "benchmark/analysis/audit_command.h"
 #include "benchmark/analysis/export_command.h"
+#include "benchmark/analysis/forecast_command.h"
 #include "benchmark/analysis/fingerprint.h"
 #include "benchmark/analysis/report_command.h"
 #include "eval/coco_eval_command.h"
@@ -38,6 +39,7 @@ constexpr Command kCommands[] = {
     {"report", mrcnn::analysis::report_main, "compare systems from their results: score, RCP check, throughput, time, plots"},
     {"audit", mrcnn::analysis::audit_main, "compare two runs: setup differences, first diverging step, verdict"},
     {"export", mrcnn::analysis::export_main, "a run's metrics as a TensorBoard event file and CSV tables"},
+    {"forecast", mrcnn::analysis::forecast_main, "predict a system's score from one measured node; --validate on published results"},
 #if MRCNN_WITH_TORCH
     {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},
     {"eval", mrcnn::run::eval_main, "COCO metrics of trained weights on a dataset"},

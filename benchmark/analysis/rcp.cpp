@@ -155,6 +155,20 @@ std::vector<RcpStats> pruned_rcps() {
   return v;
 }
 
+std::optional<RcpStats> rcp_at(int64_t global_batch_size) {
+  const std::vector<RcpStats> rcps = pruned_rcps();
+  const RcpStats* below = nullptr;
+  const RcpStats* above = nullptr;
+  for (const RcpStats& r : rcps) {
+    if (r.global_batch_size == global_batch_size) return r;
+    if (r.global_batch_size < global_batch_size && (!below || r.global_batch_size > below->global_batch_size)) below = &r;
+    if (r.global_batch_size > global_batch_size && (!above || r.global_batch_size < above->global_batch_size)) above = &r;
+  }
+  if (below && above) return interpolated(global_batch_size, *below, *above);
+  if (above) return rcps.front();
+  return std::nullopt;
+}
+
 RcpVerdict rcp_check(const std::vector<RcpRun>& runs) {
   RcpVerdict v;
   int64_t bs = -1;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct RcpVerdict {
 std::vector<RcpStats> pruned_rcps();
 
 RcpVerdict rcp_check(const std::vector<RcpRun>& runs);
+
+// The reference point a result at `global_batch_size` would be checked against, as rcp_check
+// finds it: a pruned point, or the interpolation between the two around it; empty where the
+// checker has none (beyond the largest pruned point: "Missing RCP"). Below the smallest pruned
+// point the checker compares with that smallest point; so does this.
+std::optional<RcpStats> rcp_at(int64_t global_batch_size);
 
 // Student's t distribution: P(T <= t) with `df` degrees of freedom.
 double student_t_cdf(double t, double df);

@@ -21,13 +21,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<fs::path> result_files(const fs::path& folder) {
+// The result files of a benchmark folder; an entry named like one that is not a file (a folder,
+// a broken link) goes to `unreadable` when given.
+std::vector<fs::path> result_files(const fs::path& folder, std::vector<std::string>* unreadable = nullptr) {
   static const std::regex kResult(R"(result_\d+\.txt)");
   std::vector<fs::path> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(folder, ec))
-    if (e.is_regular_file(ec) && std::regex_match(e.path().filename().string(), kResult)) out.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    if (!std::regex_match(e.path().filename().string(), kResult)) continue;
+    if (e.is_regular_file(ec)) out.push_back(e.path());
+    else if (unreadable) unreadable->push_back(e.path().string() + ": not a result file (" + (e.is_directory(ec) ? "a folder" : "not a regular file") + "); not read");
+  }
   std::sort(out.begin(), out.end());
+  if (unreadable) std::sort(unreadable->begin(), unreadable->end());
   return out;
 }
 
@@ -65,28 +71,15 @@ Json read_json_file(const fs::path& p) {
   return j.is_discarded() ? Json(nullptr) : j;
 }
 
-int64_t as_count(const Json& desc, const char* key, int64_t fallback) {
-  if (!desc.is_object() || !desc.contains(key)) return fallback;
-  const Json& v = desc[key];
-  try {
-    if (v.is_number()) return v.get<int64_t>();
-    if (v.is_string()) return std::stoll(v.get<std::string>());
-  } catch (const std::exception&) {
-  }
-  return fallback;
-}
-
 // The system description: a kept run's config.json, the submission's systems/<name>.json, or the
-// project's systems/<name>.json.
-Json system_description(const SystemReport& s, const ReportOptions& options) {
+// project's systems/<name>.json (system_description.h).
+SystemDescription system_description(const SystemReport& s, const ReportOptions& options) {
   for (const RunSummary& r : s.runs)
-    if (r.run.config.is_object() && r.run.config.contains("system")) return r.run.config["system"];
+    if (r.run.config.is_object() && r.run.config.contains("system"))
+      return describe(r.run.config["system"], r.run.config_path + " (\"system\")");
   const fs::path org = fs::path(s.folder).parent_path().parent_path().parent_path();
-  Json j = read_json_file(org / "systems" / (s.name + ".json"));
-  if (j.is_object()) return j;
-  j = read_json_file(fs::path(options.systems_dir) / (s.name + ".json"));
-  if (j.is_object() && j.contains("system")) return j["system"];
-  return nullptr;
+  return read_description({{(org / "systems" / (s.name + ".json")).string(), false},
+                           {(fs::path(options.systems_dir) / (s.name + ".json")).string(), true}});
 }
 
 constexpr double TimeBreakdown::*kTimeParts[] = {&TimeBreakdown::init, &TimeBreakdown::training,
@@ -206,23 +199,23 @@ RunSummary summarize_run(const fs::path& file) {
   return s;
 }
 
-std::string text_field(const Json& desc, const char* key) {
-  if (!desc.is_object() || !desc.contains(key) || !desc[key].is_string()) return "";
-  return desc[key].get<std::string>();
-}
-
 // Who and what: the description's counts and names, the logs' division and submitter, and the
 // targets a kept run's configuration set.
 void describe_system(SystemReport& s, const ReportOptions& options) {
   if (!s.runs.empty()) s.division = s.runs.front().run.division, s.org = s.runs.front().run.org;
-  const Json desc = system_description(s, options);
-  s.nodes = std::max<int64_t>(1, as_count(desc, "number_of_nodes", 1));
-  const int64_t per_node = as_count(desc, "accelerators_per_node", 0);
-  s.has_accelerators = per_node > 0;
-  s.accelerators = s.nodes * std::max<int64_t>(per_node, 1);
-  s.accelerator_model = text_field(desc, s.has_accelerators ? "accelerator_model_name" : "host_processor_model_name");
-  s.framework = text_field(desc, "framework");
-  s.submitter = text_field(desc, "submitter");
+  s.description = system_description(s, options);
+  const SystemDescription& d = s.description;
+  s.described = d.ok();
+  if (s.described) {
+    s.nodes = d.nodes;
+    s.has_accelerators = d.accelerators_per_node > 0;
+    s.accelerators = s.nodes * std::max<int64_t>(d.accelerators_per_node, 1);  // one host a node without accelerators
+    s.accelerator_model = s.has_accelerators ? d.accelerator_model : d.host_processor_model;
+  } else {
+    s.problems.insert(s.problems.begin(), d.problem + ": nodes, accelerators and every figure that needs them unknown");
+  }
+  s.framework = d.framework;
+  s.submitter = d.submitter;
   if (s.submitter.empty()) s.submitter = s.org;
   for (const RunSummary& r : s.runs)
     if (r.run.config.is_object() && r.run.config.contains("run")) {
@@ -254,7 +247,7 @@ std::optional<double> score_system(SystemReport& s) {
     for (size_t i = 1; i < hi; ++i) sum += scores[i];
     olympic = sum / static_cast<double>(hi - 1);
     s.score_minutes = *olympic * s.scaling_factor;
-    s.accelerator_hours = *s.score_minutes / 60 * static_cast<double>(s.accelerators);
+    if (s.described) s.accelerator_hours = *s.score_minutes / 60 * static_cast<double>(s.accelerators);
     if (s.dropped == 1) s.score_note = "one run dropped (counted as the slowest)";
   } else {
     s.score_note = "no score: too few runs";
@@ -294,7 +287,7 @@ void summarize_speed(SystemReport& s) {
   std::string first;
   for (const RunSummary& r : s.runs) {
     const Throughput& t = r.throughput;
-    if (t.images_per_s) speeds.push_back(*t.images_per_s / static_cast<double>(s.accelerators));
+    if (t.images_per_s && s.described) speeds.push_back(*t.images_per_s / static_cast<double>(s.accelerators));
     if (!t.source.empty() && std::find(sources.begin(), sources.end(), t.source) == sources.end()) sources.push_back(t.source);
     if (t.note.empty()) continue;
     ++disagreeing;
@@ -323,7 +316,7 @@ void summarize_speed(SystemReport& s) {
 SystemReport report_system(const fs::path& folder, const std::string& source, const ReportOptions& options) {
   SystemReport s{.name = folder.parent_path().filename().string(), .folder = folder.string(), .source = source};
   s.label = s.name;
-  for (const fs::path& f : result_files(folder)) s.runs.push_back(summarize_run(f));
+  for (const fs::path& f : result_files(folder, &s.problems)) s.runs.push_back(summarize_run(f));
   for (const RunSummary& r : s.runs)
     if (!r.run.benchmark.empty() && r.run.benchmark != "maskrcnn")
       throw ReportError(r.file + ": a result of benchmark '" + r.run.benchmark + "', not Mask R-CNN (maskrcnn)");
@@ -357,7 +350,7 @@ SystemReport report_system(const fs::path& folder, const std::string& source, co
   if (price == options.price_per_node_hour.end()) price = options.price_per_node_hour.find("");
   if (price != options.price_per_node_hour.end()) {
     s.price_per_node_hour = price->second;
-    if (s.score_minutes) s.cost_per_result = *s.score_minutes / 60 * price->second * static_cast<double>(s.nodes);
+    if (s.score_minutes && s.described) s.cost_per_result = *s.score_minutes / 60 * price->second * static_cast<double>(s.nodes);
   }
   return s;
 }
@@ -479,8 +472,6 @@ std::vector<const SystemReport*> comparison_order(const std::vector<SystemReport
   return out;
 }
 
-namespace {
-
 // Columns padded to their widest cell: text left, numbers right.
 std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
   std::vector<size_t> width(right.size(), 0);
@@ -504,6 +495,8 @@ std::string aligned(const std::vector<std::vector<std::string>>& rows, const std
   return out;
 }
 
+namespace {
+
 std::string short_source(const std::string& source) {
   if (source == kSourceThroughputEvents) return "log events";
   if (source == kSourceCocoEpochs) return "117266/epoch";
@@ -519,10 +512,15 @@ std::string rcp_cell(const SystemReport& s) {
 
 void system_details(std::ostringstream& o, const SystemReport& s) {
   char line[512];
-  o << "\n" << s.label << " (" << s.folder << "): " << s.submitter << ", " << s.nodes << " node(s), " << s.accelerators << " "
-    << (s.has_accelerators ? "accelerator(s)" : "host processor(s), no accelerator")
-    << (s.accelerator_model.empty() ? "" : " [" + s.accelerator_model + "]")
-    << (s.framework.empty() ? "" : ", " + s.framework) << "\n";
+  o << "\n" << s.label << " (" << s.folder << "): " << s.submitter << ", ";
+  if (s.described) {
+    o << s.nodes << " node(s), " << s.accelerators << " " << (s.has_accelerators ? "accelerator(s)" : "host processor(s), no accelerator")
+      << (s.accelerator_model.empty() ? "" : " [" + s.accelerator_model + "]");
+  } else {
+    o << "nodes and accelerators unknown";
+  }
+  o << (s.framework.empty() ? "" : ", " + s.framework) << "\n";
+  for (const std::string& p : s.problems) o << "  PROBLEM: " << p << "\n";
   if (!s.score_note.empty()) o << "  score: " << s.score_note << "\n";
   if (s.scaling_factor != 1) o << "  score includes scaling.json's factor " << s.scaling_factor << "\n";
   o << "  RCP: " << s.rcp.message << (s.rcp.passed ? " (pass)" : " (FAIL)");
@@ -577,7 +575,9 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
       rows.push_back({"-- " + (s.accelerator_model.empty() ? std::string("accelerator not described") : s.accelerator_model)});
     }
     const std::string epochs = opt(s.mean_epochs_to_converge, "%.2f") + " (" + (s.rcp.has_rcp ? opt(s.rcp.rcp.mean, "%.2f") : "-") + ")";
-    rows.push_back({s.submitter.empty() ? "-" : s.submitter, s.label, std::to_string(s.accelerators), std::to_string(s.nodes),
+    const std::string unknown = "?";
+    rows.push_back({s.submitter.empty() ? "-" : s.submitter, s.label, s.described ? std::to_string(s.accelerators) : unknown,
+                    s.described ? std::to_string(s.nodes) : unknown,
                     s.division.empty() ? "-" : s.division, std::to_string(s.runs.size()), std::to_string(s.dropped),
                     opt(s.score_minutes, "%.4f"), opt(s.accelerator_hours, "%.2f"), rcp_cell(s), epochs,
                     opt(s.images_per_s_per_accelerator, "%.2f"), short_source(s.throughput_source),
@@ -613,7 +613,10 @@ Json report_json(const std::vector<SystemReport>& systems) {
     }
     out["systems"].push_back(
         {{"system", s.name}, {"label", s.label}, {"folder", s.folder}, {"source", s.source}, {"division", s.division},
-         {"org", s.org}, {"submitter", s.submitter}, {"framework", s.framework}, {"nodes", s.nodes}, {"accelerators", s.accelerators}, {"has_accelerators", s.has_accelerators},
+         {"org", s.org}, {"submitter", s.submitter}, {"framework", s.framework},
+         {"nodes", s.described ? Json(s.nodes) : Json(nullptr)}, {"accelerators", s.described ? Json(s.accelerators) : Json(nullptr)},
+         {"has_accelerators", s.has_accelerators}, {"described", s.described}, {"description", s.description.path},
+         {"problems", s.problems},
          {"accelerator_model", s.accelerator_model}, {"target_bbox", s.target_bbox}, {"target_segm", s.target_segm},
          {"runs_count", s.runs.size()}, {"dropped", s.dropped}, {"score_minutes", opt_json(s.score_minutes)},
          {"scaling_factor", s.scaling_factor}, {"score_note", s.score_note},

@@ -31,6 +31,7 @@
 
 #include "benchmark/analysis/rcp.h"
 #include "benchmark/analysis/run_record.h"
+#include "benchmark/analysis/system_description.h"
 
 namespace mrcnn::analysis {
 
@@ -90,8 +91,14 @@ struct SystemReport {
   std::string source;      // the folder given to `report` that holds it
   std::string division, org, accelerator_model, framework;
   std::string submitter;   // the description's submitter, else the log's submission_org
-  int64_t nodes = 1, accelerators = 1;  // accelerators in the system (host processors when none)
+  // The system description (system_description.h). When it cannot be read (`described` false,
+  // `description.problem` says why), nodes and accelerators are 0 (unknown) and every figure that
+  // needs them (per-accelerator rate, accelerator-hours, cost, scaling) stays empty.
+  SystemDescription description;
+  bool described = false;
+  int64_t nodes = 0, accelerators = 0;  // accelerators in the system (host processors when none)
   bool has_accelerators = false;
+  std::vector<std::string> problems;    // what could not be read (the description, a result file)
   bool rcp_applies() const { return division != "open"; }
   double target_bbox = 0.377, target_segm = 0.339;
   std::vector<RunSummary> runs;
@@ -137,6 +144,10 @@ std::string model_key(const std::string& model);
 // The systems in the order a comparison reads them: grouped by accelerator model (models in order
 // of their best score), by score within a group, systems without a score last.
 std::vector<const SystemReport*> comparison_order(const std::vector<SystemReport>& systems);
+
+// Rows as a text table, each column padded to its widest cell (left-aligned, or right where
+// `right` says); a row of another length is a heading on a line of its own.
+std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right);
 
 std::string format_report_table(const std::vector<SystemReport>& systems);
 Json report_json(const std::vector<SystemReport>& systems);

@@ -75,8 +75,8 @@ std::string model_name(const std::string& model) { return model.empty() ? "accel
 
 // How a system is named in the plots: submitter, system, nodes x accelerators per node.
 std::string plot_label(const SystemReport& s) {
-  return (s.submitter.empty() ? "" : s.submitter + " ") + s.label + " (" + std::to_string(s.nodes) + "x" +
-         std::to_string(s.accelerators / std::max<int64_t>(1, s.nodes)) + ")";
+  const std::string size = s.described ? std::to_string(s.nodes) + "x" + std::to_string(s.accelerators / std::max<int64_t>(1, s.nodes)) : "?";
+  return (s.submitter.empty() ? "" : s.submitter + " ") + s.label + " (" + size + ")";
 }
 
 // The run shown for a system where one run stands for it: the median time to train among the
@@ -175,7 +175,8 @@ void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>
     const char* rcp_class = !s.rcp_applies() ? "na" : s.rcp.passed ? "pass" : "fail";
     const std::string rcp = !s.rcp_applies() ? "n/a (open division)" : (s.rcp.passed ? "pass: " : "fail: ") + s.rcp.message;
     o << "<tr>" << text_cell(s.submitter) << "<td>" << svg::escape(s.label) << "</td>"
-      << cell(s, "accelerators", static_cast<double>(s.accelerators), "%.0f") << cell(s, "nodes", static_cast<double>(s.nodes), "%.0f")
+      << cell(s, "accelerators", s.described ? std::optional<double>(static_cast<double>(s.accelerators)) : std::nullopt, "%.0f", "?")
+      << cell(s, "nodes", s.described ? std::optional<double>(static_cast<double>(s.nodes)) : std::nullopt, "%.0f", "?")
       << "<td class=\"fw\" title=\"" << svg::escape(s.framework) << "\">" << svg::escape(s.framework.empty() ? "-" : s.framework)
       << "</td>" << text_cell(s.division) << cell(s, "runs_count", static_cast<double>(s.runs.size()), "%.0f")
       << cell(s, "dropped", static_cast<double>(s.dropped), "%.0f") << cell(s, "score_minutes", s.score_minutes, "%.4f")
@@ -241,8 +242,10 @@ void system_section(std::ostringstream& o, Plots& plots, size_t index, const Sys
   plots.add(file, svg::line_chart(s.label + ": accuracy over time", "minutes since run_start", "COCO AP", series,
                                   {{s.target_bbox, "box target", "#555"}, {s.target_segm, "mask target", "#999"}}));
   o << "<h2>" << svg::escape(s.label) << "</h2>\n<p>" << svg::escape(s.submitter) << "; " << svg::escape(s.folder) << "; "
-    << s.nodes << " node(s), " << s.accelerators << " "
-    << (s.has_accelerators ? "accelerator(s) " : "host processor(s), no accelerator ") << svg::escape(s.accelerator_model)
+    << (s.described ? std::to_string(s.nodes) + " node(s), " + std::to_string(s.accelerators) + " " +
+                          (s.has_accelerators ? "accelerator(s) " : "host processor(s), no accelerator ")
+                    : "nodes and accelerators unknown: " + svg::escape(s.description.problem) + " ")
+    << svg::escape(s.accelerator_model)
     << (s.framework.empty() ? "" : "; " + svg::escape(s.framework))
     << (s.score_note.empty() ? "" : "; " + svg::escape(s.score_note)) << "</p>\n"
     << "<table><tr><th>result</th><th>status</th><th>seed</th><th>minutes</th><th>epochs</th><th>images/s</th>"

@@ -25,7 +25,8 @@ std::string read_text(const fs::path& p) {
 
 bool is_hyperparameter(const std::string& key) {
   return key.rfind("opt_", 0) == 0 || key == "global_batch_size" || key == "gradient_accumulation_steps" ||
-         key == "num_image_candidates" || key == "min_image_size" || key == "max_image_size";
+         key == "num_image_candidates" || key == "min_image_size" || key == "max_image_size" ||
+         key == "d_batch_size";  // the per-accelerator batch (NVIDIA's harness logs it)
 }
 
 std::optional<int64_t> as_int(const Json& v) {

@@ -387,9 +387,16 @@ TEST(Report, ThroughputComesFromTheBestEvidenceAndNamesTrainSamplesWhereItDisagr
       for (int k = 0; k < (e == 1 ? steps.first : steps.second); ++k)
         metrics << "{\"event\": \"step\", \"step\": " << 100 * e + k << ", \"epoch\": " << e << ", \"loss\": 1, \"lr\": 0.1}\n";
   }
-  const std::vector<SystemReport> systems = build_report({tree.string()}, {});
+  // One node of one accelerator each, described as the project's systems/ files describe one.
+  const fs::path described = tree / "systems";
+  fs::create_directories(described);
+  for (const char* name : {"events", "coco", "val2017", "samples", "stopped", "contradicted"})
+    std::ofstream(described / (std::string(name) + ".json"))
+        << R"({"system": {"number_of_nodes": "1", "accelerators_per_node": "1", "accelerator_model_name": "Test"}})";
+  const std::vector<SystemReport> systems = build_report({tree.string()}, {.systems_dir = described.string()});
   const auto s = by_name(systems);
   ASSERT_EQ(s.size(), 6u);
+  for (const auto& [name, system] : s) EXPECT_TRUE(system->described) << name << ": " << system->description.problem;
   EXPECT_EQ(s.at("events")->throughput_source, kSourceThroughputEvents);
   EXPECT_DOUBLE_EQ(*s.at("events")->images_per_s_per_accelerator, 150);
   EXPECT_EQ(s.at("events")->throughput_note,

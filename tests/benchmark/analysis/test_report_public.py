@@ -184,6 +184,8 @@ def main():
             text = log.read_text("latin-1").replace('"key": "submission_division", "value": "closed"',
                                                     '"key": "submission_division", "value": "open"')
             (open_tree / log.name).write_text(text, "latin-1")
+        (tmp / "open" / "systems").mkdir()
+        shutil.copy(tree / "NVIDIA" / "systems" / "dgxh100_ngc23.04_pytorch.json", tmp / "open" / "systems")
         opened, table = report([tmp / "open"], tmp)
         assert opened[0]["division"] == "open" and opened[0]["rcp"]["applies"] is False, opened[0]["rcp"]
         assert opened[0]["rcp_normalized_minutes"] is None and "n/a (open)" in table, table[:2000]

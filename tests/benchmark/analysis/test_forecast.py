@@ -1,0 +1,234 @@
+"""`mlperf-maskrcnn forecast`: a system's score from one measured node, and the method on published results.
+
+1. Generated results with known times (first step 2 s, epochs of 60 s after a first of 50 s, eval
+   pauses of 3 s, a tail of 12 s, 14 epochs, batch 12 on 8 accelerators, global 96): the forecast of
+   the node onto itself takes back each part exactly (the step 60 s / 1222 steps, the pauses, the
+   tail, the first step, the measured epochs); 2 nodes add the ring all-reduce of the published
+   harnesses' float16 gradient (2 (N-1)/N x 88.26 MB over the described 200 Gb/s at 1/1.1 of the
+   line rate, 5 us a hop) and take the RCP's epochs at the new global batch; a second measured batch
+   replaces the assumed fixed cost (the batch is then interpolated, no k in the band); a global
+   batch beyond the RCP table is refused, as the RCP check would refuse its result; --nodes with
+   --global-batch auto takes the fastest batch with an RCP.
+2. The published fixture (NVIDIA DGX H100 at 1, 8 and 48 nodes; Dell XE8545 4xA100 at 1, 2 and 4):
+   `--validate` projects each base onto itself within 1 % of its own score, forecasts the 8-node
+   DGX and the 2- and 4-node Dells within 15 %, and flags the 48-node DGX (dedicated evaluation
+   ranks, batch 1) rather than scoring it silently.
+3. Broken system descriptions (a copy of the fixture): a description that is not JSON, one whose
+   number_of_nodes is not a count, one with accelerators of no model, and a folder where a result
+   file should be. `report` names each and shows the figures that need the counts as unknown
+   (none of the 8x-too-high images/s per accelerator a one-accelerator guess gave); `forecast`
+   refuses those targets, naming the file.
+
+MRCNN_PUBLIC_RESULTS=PATH[:PATH...] (whole training_results_v2.1 and v3.0 checkouts) validates on
+every series in them: at least 10 of the 13 distinct pairs within 15 % and 11 within 25 %, every
+pair whose target trains at least 2 images an accelerator without dedicated evaluation ranks within
+15 %.
+"""
+import json
+import math
+import os
+import pathlib
+import shutil
+import tarfile
+
+import mrcnn_testenv as env
+
+FIXTURE = pathlib.Path(__file__).with_name("public_v3.0_maskrcnn.tar.xz")
+COCO_TRAIN = 117266
+
+
+def forecast(args, cwd, expect=0):
+    js = pathlib.Path(cwd) / "forecast.json"
+    if js.exists():
+        js.unlink()
+    p = env.run([env.mlperf_maskrcnn(), "forecast", *args, "--json", js], cwd=cwd)
+    assert p.returncode == expect, (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    return (json.loads(js.read_text()) if expect == 0 else None), p
+
+
+def mllog(key, t, value=None, **meta):
+    rec = {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": key, "value": value,
+           "metadata": {"file": "gen.py", "lineno": 1, **meta}}
+    return ":::MLLOG " + json.dumps(rec) + "\n"
+
+
+def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_batch, batch):
+    t = 1_700_000_000_000.0
+    lines = [mllog("submission_benchmark", t, "maskrcnn"), mllog("submission_division", t, "open"),
+             mllog("submission_org", t, "gen"), mllog("global_batch_size", t, global_batch),
+             mllog("d_batch_size", t, batch), mllog("init_start", t - 5000), mllog("init_stop", t),
+             mllog("run_start", t)]
+    t += first_s * 1000
+    for e in range(1, epochs + 1):
+        lines.append(mllog("epoch_start", t, epoch_num=e))
+        t += (epoch1_s if e == 1 else epoch_s) * 1000
+        lines.append(mllog("epoch_stop", t, epoch_num=e))
+        lines.append(mllog("eval_accuracy", t + 500, {"BBOX": 0.1 + 0.02 * e, "SEGM": 0.1 + 0.02 * e}, epoch_num=e))
+        if e < epochs:
+            t += pause_s * 1000
+    t += tail_s * 1000
+    lines.append(mllog("run_stop", t, None, status="success"))
+    return "".join(lines)
+
+
+def generated_system(root, name, nodes, per_node, global_batch, batch, epoch_s, network="2x 100Gb/s"):
+    folder = root / "gen" / "results" / name / "maskrcnn"
+    folder.mkdir(parents=True)
+    for i in range(5):
+        (folder / f"result_{i}.txt").write_text(generated_run(2.0, 50.0, epoch_s, 3.0, 12.0, 14, global_batch, batch))
+    desc = {"submitter": "gen", "division": "open", "system_name": name, "number_of_nodes": str(nodes),
+            "accelerators_per_node": str(per_node), "accelerator_model_name": "Test GPU", "framework": "test",
+            "host_networking": network}
+    (root / "gen" / "systems").mkdir(exist_ok=True)
+    (root / "gen" / "systems" / f"{name}.json").write_text(json.dumps(desc))
+    return folder.parent
+
+
+def close(a, b, rel=1e-9):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def check_generated(tmp):
+    root = tmp / "gen-tree"
+    generated_system(root, "node-b12", 1, 8, 96, 12, 60.0)
+    out, p = forecast(["--measured", root, "--nodes", "1,2", "--global-batch", "96"], tmp)
+    one, two = out["forecasts"]
+    steps = math.ceil(COCO_TRAIN / 96)
+    parts = one["parts_s"]
+    assert parts["steps_per_epoch"] == steps and parts["epochs"] == 14, parts
+    assert close(parts["step_compute"], 60.0 / steps) and parts["step_allreduce"] == 0, parts
+    assert close(parts["compute"], 14 * 60.0) and close(parts["eval_pauses"], 13 * 3.0), parts
+    assert close(parts["tail"], 12.0) and close(parts["first_step"], 2.0), parts
+    assert close(one["minutes"], (2 + 14 * 60 + 13 * 3 + 12) / 60), one
+    assert one["batch_source"] == "measured" and one["low"] == one["high"] == one["minutes"], one
+    # Two nodes at the same global batch: 6 images an accelerator, the ring over 200 Gb/s.
+    parts2 = two["parts_s"]
+    ring = 2 * 1 / 2 * 44.13e6 * 2 / (200e9 / 8 / 1.1) + 2 * 1 * 5e-6
+    assert close(parts2["step_allreduce"], ring, 1e-6), (parts2, ring)
+    assert close(parts2["step_compute"], 60.0 / steps * (6 + 2) / (12 + 2)), parts2
+    assert two["batch_source"] == "extrapolated" and "batch extrapolated" in two["flags"], two
+    assert close(parts2["eval_pauses"], 13 * 3.0 * 8 / 16) and close(parts2["tail"], 12 - 3 + 3 * 8 / 16), parts2
+    assert two["low"] < two["minutes"] < two["high"], two
+    assert any(w in two["dominant"] for w in ("fixed cost", "network")) and two["remedy"], two
+    print(f"generated node: parts back exactly ({one['minutes']:.4f} min); 2 nodes {two['minutes']:.4f} min "
+          f"({two['low']:.3f}-{two['high']:.3f}), all-reduce {parts2['step_allreduce'] * 1e3:.3f} ms a step")
+
+    # A second measured batch: 6 an accelerator (global 48) at 70 s an epoch of 2444 steps (more
+    # time an image than at 12: the fixed cost a step).
+    generated_system(root, "node-b6", 1, 8, 48, 6, 70.0)
+    out, _ = forecast(["--measured", root, "--nodes", "1", "--global-batch", "64"], tmp)
+    f = out["forecasts"][0]
+    t12, t6 = 60.0 / steps, 70.0 / math.ceil(COCO_TRAIN / 48)
+    want = t6 + (t12 - t6) / 6 * (8 - 6)
+    assert close(f["parts_s"]["step_compute"], want), (f["parts_s"], want)
+    assert "fixed cost" not in (f["dominant"] or "") and f["parts_s"]["epochs"] == 14, f  # RCP 64: 14 epochs
+    # Beyond the RCP table: refused; auto picks the fastest global batch that has an RCP.
+    out, _ = forecast(["--measured", root, "--nodes", "8", "--global-batch", "768"], tmp)
+    assert "no RCP" in out["forecasts"][0]["refused"], out
+    out, _ = forecast(["--measured", root, "--nodes", "2,4"], tmp)
+    for f in out["forecasts"]:
+        assert f["refused"] is None and f["global_batch_size"] <= 272, f
+    print("two measured batches: the step interpolated between them; global batch 768 refused; auto: "
+          + ", ".join(f"{f['nodes']} nodes at global batch {f['global_batch_size']}" for f in out["forecasts"]))
+
+
+def validate(trees, tmp):
+    out, p = forecast(["--validate", *trees], tmp)
+    return out, p.stdout
+
+
+def check_fixture(tmp):
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(tmp / "public", filter="data")
+    tree = tmp / "public" / "training_results_v3.0"
+    out, table = validate([tree], tmp)
+    rows = {(r["measured"], r["target"]): r for r in out["rows"]}
+    for r in out["rows"]:
+        if r["self"]:
+            assert abs(r["error"]) <= 0.01, r
+    nv8 = rows[("dgxh100_ngc23.04_pytorch", "dgxh100_n8_ngc23.04_pytorch")]
+    nv48 = rows[("dgxh100_ngc23.04_pytorch", "dgxh100_n48_ngc23.04_pytorch")]
+    assert abs(nv8["error"]) <= 0.15, nv8
+    assert any("dedicated evaluation ranks" in f for f in nv48["flags"]) and nv48["dedicated_eval_ranks"] == 128, nv48
+    for n in (2, 4):
+        r = rows[("XE8545x4A100-SXM-40GB", f"{n}xXE8545x4A100-SXM-40GB")]
+        assert abs(r["error"]) <= 0.15, r
+    assert out["pairs"] == 4, out["pairs"]
+    print(table)
+    return tree
+
+
+def broken_copy(tree, tmp):
+    broken = tmp / "broken" / "training_results_v3.0"
+    shutil.copytree(tree, broken)
+    systems = broken / "Dell" / "systems"
+    (systems / "2xXE8545x4A100-SXM-40GB.json").write_text('{"submitter": "Dell", "number_of_nodes": "2",')  # cut off
+    d4 = json.loads((systems / "4xXE8545x4A100-SXM-40GB.json").read_text("latin-1"))
+    d4["number_of_nodes"] = "four"
+    (systems / "4xXE8545x4A100-SXM-40GB.json").write_text(json.dumps(d4))
+    nv = json.loads((broken / "NVIDIA" / "systems" / "dgxh100_n8_ngc23.04_pytorch.json").read_text("latin-1"))
+    del nv["accelerator_model_name"]
+    (broken / "NVIDIA" / "systems" / "dgxh100_n8_ngc23.04_pytorch.json").write_text(json.dumps(nv))
+    res = broken / "Dell" / "results" / "XE8545x4A100-SXM-40GB" / "maskrcnn"
+    (res / "result_4.txt").unlink()
+    (res / "result_4.txt").mkdir()
+    return broken
+
+
+def check_broken(tree, tmp):
+    broken = broken_copy(tree, tmp)
+    js = tmp / "broken-report.json"
+    p = env.run([env.mlperf_maskrcnn(), "report", broken, "--json", js], cwd=tmp)
+    assert p.returncode == 0, p.stderr[-3000:]
+    systems = {pathlib.Path(s["folder"]).parent.name: s for s in json.loads(js.read_text())["systems"]}
+    for name, why in (("2xXE8545x4A100-SXM-40GB", "not readable as JSON"),
+                      ("4xXE8545x4A100-SXM-40GB", 'number_of_nodes is "four"'),
+                      ("dgxh100_n8_ngc23.04_pytorch", "of no accelerator_model_name")):
+        s = systems[name]
+        assert s["described"] is False and s["accelerators"] is None and s["nodes"] is None, s
+        assert s["images_per_s_per_accelerator"] is None and s["accelerator_hours"] is None, s
+        assert s["score_minutes"] is not None, s  # the score needs no description
+        assert any(why in x and f"{name}.json" in x for x in s["problems"]), s["problems"]
+        assert why in p.stdout, p.stdout[-3000:]
+    dell1 = systems["XE8545x4A100-SXM-40GB"]
+    assert any("result_4.txt: not a result file (a folder)" in x for x in dell1["problems"]), dell1["problems"]
+    assert dell1["runs_count"] == 4 and dell1["described"], dell1
+    out, _ = validate([broken], tmp)
+    refused = {r["target"]: r["refused"] for r in out["rows"] if r["refused"]}
+    for name in ("2xXE8545x4A100-SXM-40GB", "4xXE8545x4A100-SXM-40GB", "dgxh100_n8_ngc23.04_pytorch"):
+        assert name in refused and f"{name}.json" in refused[name], (name, refused)
+    print("broken descriptions: named by report, their per-accelerator figures unknown; forecast refuses them: "
+          + "; ".join(f"{k}: {v}" for k, v in sorted(refused.items())))
+
+
+def check_public(trees, tmp):
+    out, table = validate(trees, tmp)
+    print(table)
+    rows = [r for r in out["rows"] if not r["self"] and not r["republished"] and r["error"] is not None]
+    assert out["pairs"] == len(rows)
+    within15 = sum(abs(r["error"]) <= 0.15 for r in rows)
+    within25 = sum(abs(r["error"]) <= 0.25 for r in rows)
+    assert within15 >= 10 and within25 >= 11, (within15, within25, len(rows))
+    for r in rows:
+        if r["batch_per_accelerator"] >= 2 and r["dedicated_eval_ranks"] == 0:
+            assert abs(r["error"]) <= 0.15, r
+    for r in out["rows"]:
+        if r["self"] and r["error"] is not None:
+            assert abs(r["error"]) <= 0.01, r
+    print(f"public results: {len(rows)} distinct pairs, {within15} within 15 %, {within25} within 25 %, "
+          f"band held {out['in_band']}")
+
+
+def main():
+    with env.scratch_dir("forecast") as tmp:
+        tmp = pathlib.Path(tmp)
+        check_generated(tmp)
+        tree = check_fixture(tmp)
+        check_broken(tree, tmp)
+        extra = [pathlib.Path(p) for p in os.environ.get("MRCNN_PUBLIC_RESULTS", "").split(os.pathsep) if p]
+        if extra:
+            check_public(extra, tmp)
+
+
+if __name__ == "__main__":
+    main()
