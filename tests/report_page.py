@@ -1,4 +1,4 @@
-"""The `report` HTML page opened in headless Chromium, shared by the report tests.
+"""The `report` (and `forecast`) HTML page opened in headless Chromium, shared by their tests.
 
 check(page, systems) loads the page with a probe script, then asserts that:
   - it renders with its title, and every inline plot has a size;
@@ -59,8 +59,9 @@ def field_value(system, field):
     return value
 
 
-def check(page, systems, min_cells_per_system=10):
-    """`systems`: the JSON report's systems by label (their name where no two share one)."""
+def check(page, systems, min_cells_per_system=10, title="mlperf-maskrcnn report"):
+    """`systems`: the JSON report's systems by label (their name where no two share one); for the
+    forecast page, its JSON forecasts by target name (title "mlperf-maskrcnn forecast")."""
     browser = chromium()
     if browser is None:
         print("SKIP browser check: chromium is not installed (run_scripts/bootstrap.sh --test installs it)")
@@ -74,7 +75,7 @@ def check(page, systems, min_cells_per_system=10):
     m = re.search(r'<pre id="probe">(.*?)</pre>', p.stdout, re.S)
     assert m and m.group(1), f"the page did not render in chromium:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
     got = json.loads(html.unescape(m.group(1)))
-    assert got["title"] == "mlperf-maskrcnn report", got["title"]
+    assert got["title"] == title, got["title"]
     assert got["svgs"] and all(s["w"] > 100 and s["h"] > 100 for s in got["svgs"]), [(s["id"], s["w"], s["h"]) for s in got["svgs"]]
     labels = 0
     for s in got["svgs"]:

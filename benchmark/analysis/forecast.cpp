@@ -117,9 +117,13 @@ Measurement measure(const SystemReport& s) {
   for (const RunSummary& r : s.runs)
     if (auto p = decompose_run(r.run, &why)) runs.emplace_back(*p, &r);
   if (runs.empty()) throw ForecastError(s.label + ": no successful run to measure" + (why.empty() ? "" : " (" + why + ")"));
-  // result_summarizer's olympic mean keeps all but the fastest and the slowest run.
+  // result_summarizer's olympic mean keeps all but the fastest and the slowest run; a run that did
+  // not succeed counts as the slowest.
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first.total < b.first.total; });
-  if (runs.size() >= 3) runs = std::vector(runs.begin() + 1, runs.end() - 1);
+  if (s.runs.size() >= 3) {
+    const bool all_succeeded = runs.size() == s.runs.size();
+    runs = std::vector(runs.begin() + 1, runs.end() - (all_succeeded && runs.size() > 2 ? 1 : 0));
+  }
   const RunRecord& first = runs.front().second->run;
   batches_of(first, s.accelerators, m);
   if (m.global_batch <= 0) throw ForecastError(s.label + ": global_batch_size not logged");

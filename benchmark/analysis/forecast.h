@@ -149,6 +149,17 @@ struct Validation {
 };
 Validation validate(const std::vector<SystemReport>& systems, const Assumptions& a = {});
 
+// The page: index.html with the forecasts' table, minutes against nodes (log-log: the band, the
+// forecast, ideal scaling from the measured node, `published` scores of the same node) and where
+// the time goes per target; the plots also as scaling.svg and time.svg. Returns the page's path.
+struct PublishedPoint {
+  std::string label;
+  int64_t nodes = 0;
+  double minutes = 0;
+};
+std::string write_forecast_html(const std::vector<Measurement>& measured, const std::vector<Forecast>& forecasts,
+                                const std::vector<PublishedPoint>& published, const std::string& dir);
+
 std::string format_forecasts(const std::vector<Measurement>& measured, const std::vector<Forecast>& forecasts);
 std::string format_validation(const Validation& v);
 logging::Json forecast_json(const Forecast& f, const std::optional<double>& published = std::nullopt);

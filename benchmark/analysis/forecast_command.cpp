@@ -20,6 +20,7 @@ using logging::Json;
 
 constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn forecast --measured RESULTS... (--nodes N,N,... | --system FILE...)
                                 [--global-batch auto|N] [--network-gbps G] [--price USD] [--json FILE]
+                                [--html DIR [--published TREE]...]
        mlperf-maskrcnn forecast --validate TREE... [--json FILE]
 
 Predicts the MLPerf Mask R-CNN score (minutes to train) of a system that has not run, from the
@@ -42,6 +43,10 @@ evaluation pauses, start and tail, epochs from the RCP), accelerator-hours, cost
   --validate TREE...     the method on published results (public training_results_vX.Y trees):
                          each series' smallest system measured, its bigger systems forecast
   --json FILE            one record per target (per validated pair)
+  --html DIR             DIR/index.html: the table, minutes against nodes (log-log, the band shaded,
+                         ideal scaling from the measured node) and where the time goes per target
+  --published TREE       results (a public training_results_vX.Y tree) whose systems of the same
+                         node (accelerator model and count a node) are drawn beside the forecast
 
 exit status: 0 forecast written, 2 bad input
 )usage";
@@ -117,7 +122,7 @@ Forecast forecast_for(const Setup& s, Target t, std::optional<int64_t> fixed_bat
     t.global_batch = b * accelerators;
     Forecast f = predict(s.measured, t, s.assumptions);
     if (!f.refused.empty()) {
-      last = f;
+      if (last.refused.empty()) last = f;  // the smallest batch's reason: the larger ones fail as well or better
       continue;
     }
     if (!best || f.minutes < best->minutes) best = f;
@@ -175,7 +180,8 @@ void write_json(const std::string& path, const Json& j) {
 }  // namespace
 
 int forecast_main(int argc, char** argv) {
-  const cli::Arguments args(argc, argv, {.with_value = {"--nodes", "--system", "--global-batch", "--network-gbps", "--price", "--json"},
+  const cli::Arguments args(argc, argv, {.with_value = {"--nodes", "--system", "--global-batch", "--network-gbps", "--price", "--json",
+                                                        "--html", "--published"},
                                          .switches = {"--measured", "--validate"},
                                          .positional = {.min = 1, .what = "results folders after --measured or --validate"}});
   if (args.help()) return std::printf("%s", kUsage), 0;
@@ -211,6 +217,16 @@ int forecast_main(int argc, char** argv) {
       Json rows = Json::array();
       for (const Forecast& f : out) rows.push_back(forecast_json(f));
       write_json(json, {{"forecasts", rows}});
+    }
+    if (args.has("--html")) {
+      std::vector<PublishedPoint> published;
+      const Measurement& m = s.measured.front();
+      if (args.has("--published"))
+        for (const SystemReport& r : build_report(args.values("--published"), {}))
+          if (r.described && r.score_minutes && model_key(r.accelerator_model) == model_key(m.accelerator_model) &&
+              r.accelerators / r.nodes == m.accelerators_per_node)
+            published.push_back({r.label, r.nodes, *r.score_minutes});
+      std::printf("HTML: %s\n", write_forecast_html(s.measured, out, published, args.value("--html")).c_str());
     }
     return 0;
   } catch (const ReportError& e) {

@@ -215,6 +215,115 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   return o.str();
 }
 
+namespace {
+
+// A log10 axis over [lo, hi] padded to the 1-2-5 ticks around it.
+struct LogAxis {
+  double lo, hi;
+  LogAxis(double a, double b) {
+    const auto below = [](double v) {
+      const double d = std::pow(10.0, std::floor(std::log10(v)));
+      return v >= 5 * d ? 5 * d : v >= 2 * d ? 2 * d : d;
+    };
+    const auto above = [](double v) {
+      const double d = std::pow(10.0, std::floor(std::log10(v)));
+      return v <= d ? d : v <= 2 * d ? 2 * d : v <= 5 * d ? 5 * d : 10 * d;
+    };
+    lo = below(a);
+    hi = above(std::max(b, a * 1.0001));
+  }
+  double at(double v, double from, double to) const {
+    return from + (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) * (to - from);
+  }
+  std::vector<double> ticks() const {
+    std::vector<double> t;
+    for (double d = std::pow(10.0, std::floor(std::log10(lo))); d <= hi * 1.0001; d *= 10)
+      for (double m : {1.0, 2.0, 5.0})
+        if (m * d >= lo * 0.9999 && m * d <= hi * 1.0001) t.push_back(m * d);
+    return t;
+  }
+};
+
+std::string log_tick(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+}  // namespace
+
+std::string loglog_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                         const std::vector<BandSeries>& bands, const std::vector<Series>& lines, const std::vector<Series>& marks) {
+  double xmin = INFINITY, xmax = 0, ymin = INFINITY, ymax = 0;
+  const auto take = [&](double x, double y) {
+    if (!(x > 0) || !(y > 0)) return;
+    xmin = std::min(xmin, x), xmax = std::max(xmax, x), ymin = std::min(ymin, y), ymax = std::max(ymax, y);
+  };
+  for (const BandSeries& b : bands)
+    for (const auto& [x, lo, hi] : b.points) take(x, lo), take(x, hi);
+  for (const auto* group : {&lines, &marks})
+    for (const Series& s : *group)
+      for (const auto& [x, y] : s.points) take(x, y);
+  if (!(xmax > 0)) xmin = 1, xmax = 10, ymin = 1, ymax = 10;
+  std::vector<std::string> names;
+  for (const BandSeries& b : bands) names.push_back(b.name);
+  for (const auto* group : {&lines, &marks})
+    for (const Series& s : *group) names.push_back(s.name);
+  constexpr double kLeft = 70, kTop = 40, kBottom = 60, kPlotW = 480;
+  const double right = 40 + widest(names), width = std::max(kLeft + kPlotW + right, title_width(title));
+  const double height = std::max(380.0, kTop + 18 * static_cast<double>(names.size()) + kBottom);
+  const LogAxis ax(xmin, xmax), ay(ymin, ymax);
+  const auto px = [&](double v) { return ax.at(v, kLeft, kLeft + kPlotW); };
+  const auto py = [&](double v) { return ay.at(v, height - kBottom, kTop); };
+  std::ostringstream o;
+  open_svg(o, width, height, title);
+  for (double v : ay.ticks())
+    o << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlotW << "\" y1=\"" << fmt(py(v)) << "\" y2=\"" << fmt(py(v))
+      << "\" stroke=\"#e5e5e5\"/>\n<text x=\"" << kLeft - 6 << "\" y=\"" << fmt(py(v) + 4) << "\" text-anchor=\"end\">"
+      << log_tick(v) << "</text>\n";
+  for (double v : ax.ticks())
+    o << "<line x1=\"" << fmt(px(v)) << "\" x2=\"" << fmt(px(v)) << "\" y1=\"" << kTop << "\" y2=\"" << fmt(height - kBottom)
+      << "\" stroke=\"#f0f0f0\"/>\n<text x=\"" << fmt(px(v)) << "\" y=\"" << fmt(height - kBottom + 20)
+      << "\" text-anchor=\"middle\">" << log_tick(v) << "</text>\n";
+  o << "<text transform=\"translate(16," << fmt((kTop + height - kBottom) / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
+    << escape(y_label) << "</text>\n<line x1=\"" << kLeft << "\" x2=\"" << kLeft << "\" y1=\"" << kTop << "\" y2=\""
+    << fmt(height - kBottom) << "\" stroke=\"#333\"/>\n<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlotW << "\" y1=\""
+    << fmt(height - kBottom) << "\" y2=\"" << fmt(height - kBottom) << "\" stroke=\"#333\"/>\n<text x=\""
+    << kLeft + kPlotW / 2 << "\" y=\"" << fmt(height - 18) << "\" text-anchor=\"middle\">" << escape(x_label) << "</text>\n";
+  size_t row = 0;
+  const auto legend = [&](const std::string& name, const std::string& mark) {
+    const double y = kTop + 8 + 18 * static_cast<double>(row++), x = kLeft + kPlotW + 12;
+    o << "<g transform=\"translate(" << fmt(x) << "," << fmt(y) << ")\">" << mark << "</g><text x=\"" << fmt(x + 28) << "\" y=\""
+      << fmt(y + 4) << "\">" << escape(name) << "</text>\n";
+  };
+  for (const BandSeries& b : bands) {
+    o << "<polygon fill=\"" << b.color << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
+    for (const auto& [x, lo, hi] : b.points) o << fmt(px(x)) << "," << fmt(py(hi)) << " ";
+    for (auto it = b.points.rbegin(); it != b.points.rend(); ++it)
+      o << fmt(px(std::get<0>(*it))) << "," << fmt(py(std::get<1>(*it))) << " ";
+    o << "\"/>\n";
+    legend(b.name, "<rect x=\"0\" y=\"-6\" width=\"22\" height=\"12\" fill=\"" + b.color + "\" fill-opacity=\"0.18\"/>");
+  }
+  for (const Series& s : lines) {
+    const std::string dash = s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"";
+    o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << dash << " points=\"";
+    for (const auto& [x, y] : s.points) o << fmt(px(x)) << "," << fmt(py(y)) << " ";
+    o << "\"/>\n";
+    for (const auto& [x, y] : s.points)
+      o << "<circle cx=\"" << fmt(px(x)) << "\" cy=\"" << fmt(py(y)) << "\" r=\"3\" fill=\"" << s.color << "\"/>\n";
+    legend(s.name, "<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"" + s.color + "\" stroke-width=\"2.5\"" + dash + "/>");
+  }
+  const auto diamond = [](double x, double y, const std::string& color) {
+    return "<path d=\"M" + fmt(x) + "," + fmt(y - 6) + " l6,6 l-6,6 l-6,-6 z\" fill=\"" + color + "\" stroke=\"#222\"/>";
+  };
+  for (const Series& s : marks) {
+    for (const auto& [x, y] : s.points) o << diamond(px(x), py(y), s.color) << "\n";
+    legend(s.name, diamond(11, 0, s.color));
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
 std::string bar_chart(const std::string& title, const std::string& x_label, const std::vector<BarGroup>& groups,
                       const std::vector<LegendEntry>& legend) {
   double xmax = 0;

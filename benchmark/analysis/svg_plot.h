@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,16 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 // One bar a row, labels on the left, groups under their headings, the legend under the title.
 std::string bar_chart(const std::string& title, const std::string& x_label, const std::vector<BarGroup>& groups,
                       const std::vector<LegendEntry>& legend);
+// Log-log axes (both > 0): `bands` shaded between their low and high values (x, low, high),
+// `lines` drawn through their points, `marks` as unconnected diamonds (say, published scores);
+// decade ticks labelled 1, 2, 5; the legend on the right, one row an entry.
+struct BandSeries {
+  std::string name;
+  std::vector<std::tuple<double, double, double>> points;  // x, low, high
+  std::string color;
+};
+std::string loglog_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                         const std::vector<BandSeries>& bands, const std::vector<Series>& lines, const std::vector<Series>& marks);
 std::string stacked_bar_chart(const std::string& title, const std::string& x_label,
                               const std::vector<std::string>& part_names, const std::vector<std::string>& part_colors,
                               const std::vector<Stack>& stacks);

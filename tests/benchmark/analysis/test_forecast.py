@@ -13,7 +13,11 @@
    `--validate` projects each base onto itself within 1 % of its own score, forecasts the 8-node
    DGX and the 2- and 4-node Dells within 15 %, and flags the 48-node DGX (dedicated evaluation
    ranks, batch 1) rather than scoring it silently.
-3. Broken system descriptions (a copy of the fixture): a description that is not JSON, one whose
+3. The page (--html, --published): the table's numbers equal the JSON's, two plots (minutes against
+   nodes with the band and the published scores; where the time goes), no label overlapping or cut
+   off in headless Chromium; 48 nodes refused (even one image an accelerator is a global batch of
+   384, beyond the RCP table).
+4. Broken system descriptions (a copy of the fixture): a description that is not JSON, one whose
    number_of_nodes is not a count, one with accelerators of no model, and a folder where a result
    file should be. `report` names each and shows the figures that need the counts as unknown
    (none of the 8x-too-high images/s per accelerator a one-accelerator guess gave); `forecast`
@@ -32,6 +36,7 @@ import shutil
 import tarfile
 
 import mrcnn_testenv as env
+import report_page
 
 FIXTURE = pathlib.Path(__file__).with_name("public_v3.0_maskrcnn.tar.xz")
 COCO_TRAIN = 117266
@@ -158,6 +163,21 @@ def check_fixture(tmp):
     return tree
 
 
+def check_page(tree, tmp):
+    """The DGX H100 node measured, forecast at 1-48 nodes, the published scores beside it."""
+    base = tree / "NVIDIA" / "results" / "dgxh100_ngc23.04_pytorch"
+    out, p = forecast(["--measured", base, "--nodes", "1,2,4,8,16,48", "--html", tmp / "page", "--published", tree], tmp)
+    by_target = {f["target"]: f for f in out["forecasts"]}
+    assert "no RCP" in by_target["48 x dgxh100_ngc23.04_pytorch"]["refused"] and "384" in by_target["48 x dgxh100_ngc23.04_pytorch"]["refused"]
+    page = tmp / "page" / "index.html"
+    text = page.read_text()
+    assert "published scores of this node" in text and "ideal scaling from the measured node" in text
+    for f in ("scaling.svg", "time.svg"):
+        assert (tmp / "page" / f).stat().st_size > 1000, f
+    seen = report_page.check(page, by_target, min_cells_per_system=6, title="mlperf-maskrcnn forecast")
+    assert seen is None or len(seen["svgs"]) == 2, seen and len(seen["svgs"])
+
+
 def broken_copy(tree, tmp):
     broken = tmp / "broken" / "training_results_v3.0"
     shutil.copytree(tree, broken)
@@ -224,6 +244,7 @@ def main():
         tmp = pathlib.Path(tmp)
         check_generated(tmp)
         tree = check_fixture(tmp)
+        check_page(tree, tmp)
         check_broken(tree, tmp)
         extra = [pathlib.Path(p) for p in os.environ.get("MRCNN_PUBLIC_RESULTS", "").split(os.pathsep) if p]
         if extra:
