@@ -60,6 +60,7 @@ constexpr Rule kFingerprintRules[] = {
     {"settings.ops_resolved", true, kOps},
     {"settings.ops", false, "what run.ops asked for; settings.ops_resolved says what ran"},
     {"settings.", true, "another numeric setting: values differ"},
+    {"model.trainable_parameters", true, "another network: different runs"},
     {"data.train_annotations.sha256", true, "different training annotations: different runs"},
     {"data.val_annotations.sha256", true, "different validation annotations: different accuracies"},
     {"data.train_images", true, "another number of training images: different runs"},

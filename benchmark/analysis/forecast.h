@@ -42,17 +42,21 @@ struct ForecastError : std::runtime_error {
 // 0 on one node (its links are in the measured step).
 double ring_seconds(int64_t nodes, double bytes, double gbps, double efficiency, double hop_s);
 
-// One successful run, in seconds.
+// One run that trained whole epochs, in seconds. A run stopped at its epoch budget (not converged)
+// still times the node; only its epochs to converge are unknown.
 struct RunParts {
   double first = 0;   // run_start -> first epoch_start
   double epoch = 0;   // median epoch (epochs 2..E; epoch 1 alone when it is the only one)
   double pause = 0;   // median epoch_stop -> next epoch_start (0 with one epoch)
   double tail = 0;    // last epoch_stop -> run_stop
   double total = 0;   // run_stop - run_start (= first + epochs + pauses + tail, exactly)
-  double epochs = 0;  // epoch_num of the last eval_accuracy
+  double epochs = 0;  // epoch_num of the last eval_accuracy (converged runs)
+  bool converged = false;
   double epochs_sum = 0, pauses_sum = 0;  // the parts as logged, for the exact sum
+  int64_t steps_per_epoch = 0;  // the steps of a whole epoch (kept steps, else the epoch's images / global batch)
 };
-// Empty (and `why` set) for a run that did not succeed or lacks the events.
+// Empty (and `why` set) for a run without run_start, run_stop and a whole epoch, or stopped by an
+// error or a signal.
 std::optional<RunParts> decompose_run(const RunRecord& run, std::string* why = nullptr);
 
 // A system's runs as a measurement of its node.
@@ -63,13 +67,15 @@ struct Measurement {
   int64_t global_batch = 0;
   double batch = 0;                // per training accelerator (d_batch_size, else GB / accelerators)
   int64_t eval_ranks = 0;          // dedicated evaluation accelerators (0: every rank evaluates)
-  double first = 0, step = 0, pause = 0, tail = 0, epochs = 0;  // means over the kept runs
+  double first = 0, step = 0, pause = 0, tail = 0;  // means over the kept runs
+  double epochs = 0;               // to converge, the converged runs' mean (0: none converged)
   double minutes = 0;              // the kept runs' mean time to train
   int runs = 0;
   std::optional<double> network_gbps;
   bool network_assumed = false;
   std::string network_basis;
   bool published_harness = true;   // flat float16 all-reduce after backward (false: this project's)
+  double trainable_parameters = 0; // the run's own network (fingerprint.json); 0: Assumptions'
 };
 
 // The runs that result_summarizer's olympic mean keeps (the fastest and the slowest successful
@@ -97,6 +103,7 @@ struct Assumptions {
   // trainable parameters of R50-FPN Mask R-CNN (the stem and layer1 frozen), 2 bytes each.
   double trainable_parameters = 44.13e6;
   double network_gbps = 100;  // where a target's network cannot be read (flagged "assumed")
+  int64_t epoch_images = 117266;  // a target epoch: COCO train2017's images with annotations
 };
 
 struct ForecastParts {  // seconds of the whole run
@@ -104,6 +111,7 @@ struct ForecastParts {  // seconds of the whole run
   double epochs = 0;
   int64_t steps_per_epoch = 0;
   double step_compute = 0, step_allreduce = 0;  // seconds a step
+  double epoch = 0;                             // seconds an epoch (its steps)
 };
 
 struct Forecast {

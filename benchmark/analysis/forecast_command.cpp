@@ -20,7 +20,7 @@ using logging::Json;
 
 constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn forecast --measured RESULTS... (--nodes N,N,... | --system FILE...)
                                 [--global-batch auto|N] [--network-gbps G] [--price USD] [--json FILE]
-                                [--html DIR [--published TREE]...]
+                                [--html DIR [--published TREE]...] [--epoch-images N]
        mlperf-maskrcnn forecast --validate TREE... [--json FILE]
 
 Predicts the MLPerf Mask R-CNN score (minutes to train) of a system that has not run, from the
@@ -40,6 +40,8 @@ evaluation pauses, start and tail, epochs from the RCP), accelerator-hours, cost
   --network-gbps G       the network between nodes, Gbit/s per node, where a target's description
                          gives none (default: the measured node's description, else 100, "assumed")
   --price USD            price per node-hour: the cost of one time to train
+  --epoch-images N       images a target epoch (default 117266, COCO train2017): another dataset's
+                         forecast (the epochs still come from the RCP)
   --validate TREE...     the method on published results (public training_results_vX.Y trees):
                          each series' smallest system measured, its bigger systems forecast
   --json FILE            one record per target (per validated pair)
@@ -181,7 +183,7 @@ void write_json(const std::string& path, const Json& j) {
 
 int forecast_main(int argc, char** argv) {
   const cli::Arguments args(argc, argv, {.with_value = {"--nodes", "--system", "--global-batch", "--network-gbps", "--price", "--json",
-                                                        "--html", "--published"},
+                                                        "--html", "--published", "--epoch-images"},
                                          .switches = {"--measured", "--validate"},
                                          .positional = {.min = 1, .what = "results folders after --measured or --validate"}});
   if (args.help()) return std::printf("%s", kUsage), 0;
@@ -189,6 +191,7 @@ int forecast_main(int argc, char** argv) {
   if (args.has("--network-gbps")) s.network_gbps = args.number("--network-gbps", 0, {.lo = 1e-3, .hi = 1e6});
   if (args.has("--price")) s.price = args.number("--price", 0, {.lo = 0, .hi = 1e9});
   s.global_batch = args.value("--global-batch", "auto");
+  s.assumptions.epoch_images = args.integer("--epoch-images", s.assumptions.epoch_images, {.lo = 1, .hi = 1e9});
   if (s.global_batch != "auto") args.integer("--global-batch", 0, {.lo = 1, .hi = 1e6});
   const std::string json = args.value("--json");
   try {

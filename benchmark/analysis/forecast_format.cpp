@@ -30,8 +30,8 @@ std::string format_forecasts(const std::vector<Measurement>& measured, const std
     o << "  " << m.label << ": " << m.nodes << "x" << m.accelerators_per_node << " " << m.accelerator_model << ", batch "
       << fmt(m.batch, "%g") << " an accelerator (global " << m.global_batch << "), " << m.runs << " run(s): step "
       << fmt(m.step * 1000, "%.1f") << " ms, first " << fmt(m.first, "%.2f") << " s, eval pause " << fmt(m.pause, "%.2f")
-      << " s, tail " << fmt(m.tail, "%.2f") << " s, " << fmt(m.epochs, "%.2f") << " epochs, " << fmt(m.minutes, "%.3f")
-      << " min; network " << (m.network_gbps ? fmt(*m.network_gbps, "%g") + " Gb/s (" + m.network_basis + ")" : std::string("not described"))
+      << " s, tail " << fmt(m.tail, "%.2f") << " s, " << (m.epochs > 0 ? fmt(m.epochs, "%.2f") + " epochs to converge" : "not converged")
+      << ", " << fmt(m.minutes, "%.3f") << " min; network " << (m.network_gbps ? fmt(*m.network_gbps, "%g") + " Gb/s (" + m.network_basis + ")" : std::string("not described"))
       << "\n";
   std::vector<std::vector<std::string>> rows{{"target", "nodes", "global", "batch", "minutes (band)", "compute", "all-reduce",
                                               "pauses", "start+tail", "epochs", "accel-h", "cost", "flags"}};
@@ -97,7 +97,7 @@ logging::Json forecast_json(const Forecast& f, const std::optional<double>& publ
   j["remedy"] = f.remedy;
   j["parts_s"] = {{"first_step", p.first}, {"compute", p.compute}, {"allreduce_exposed", p.allreduce}, {"eval_pauses", p.pauses},
                   {"tail", p.tail}, {"epochs", p.epochs}, {"steps_per_epoch", p.steps_per_epoch},
-                  {"step_compute", p.step_compute}, {"step_allreduce", p.step_allreduce}};
+                  {"step_compute", p.step_compute}, {"step_allreduce", p.step_allreduce}, {"epoch", p.epoch}};
   j["accelerator_hours"] = f.accelerator_hours;
   j["cost"] = f.cost ? logging::Json(*f.cost) : logging::Json(nullptr);
   return j;

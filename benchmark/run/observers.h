@@ -81,6 +81,9 @@ class FingerprintWriter final : public RunObserver {
   // several ranks it leaves the file as it is (the other ranks wait for rank 0 to end them, not
   // to hash the data).
   void run_stopped(bool aborted) override;
+  // The network's trainable parameters (model.trainable_parameters: the gradient a step reduces,
+  // which `forecast` charges the network with), written with the next write of the file.
+  void set_trainable_parameters(int64_t count) { fingerprint_["model"]["trainable_parameters"] = count; }
 
  private:
   const config::SystemConfig& config_;

@@ -284,6 +284,7 @@ int train_main(int argc, char** argv) {
   MaskRcnnModel model(net);
   int64_t trainable = 0;
   for (const auto& p : model.trainable_parameters()) trainable += p.tensor.numel();
+  if (fingerprint) fingerprint->set_trainable_parameters(trainable);
   logging::info(logging::strprintf("network: %lld trainable parameters, %.1f MB of float32 gradients per step",
                                    static_cast<long long>(trainable), static_cast<double>(trainable) * 4 / 1e6));
   train::Trainer trainer(model, trainer_options(cfg), *comm);

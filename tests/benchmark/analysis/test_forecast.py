@@ -57,10 +57,11 @@ def mllog(key, t, value=None, **meta):
     return ":::MLLOG " + json.dumps(rec) + "\n"
 
 
-def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_batch, batch):
+def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_batch, batch, status="success"):
     t = 1_700_000_000_000.0
     lines = [mllog("submission_benchmark", t, "maskrcnn"), mllog("submission_division", t, "open"),
              mllog("submission_org", t, "gen"), mllog("global_batch_size", t, global_batch),
+             mllog("train_samples", t, COCO_TRAIN),
              mllog("d_batch_size", t, batch), mllog("init_start", t - 5000), mllog("init_stop", t),
              mllog("run_start", t)]
     t += first_s * 1000
@@ -72,15 +73,15 @@ def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_ba
         if e < epochs:
             t += pause_s * 1000
     t += tail_s * 1000
-    lines.append(mllog("run_stop", t, None, status="success"))
+    lines.append(mllog("run_stop", t, None, status=status))
     return "".join(lines)
 
 
-def generated_system(root, name, nodes, per_node, global_batch, batch, epoch_s, network="2x 100Gb/s"):
+def generated_system(root, name, nodes, per_node, global_batch, batch, epoch_s, network="2x 100Gb/s", status="success"):
     folder = root / "gen" / "results" / name / "maskrcnn"
     folder.mkdir(parents=True)
     for i in range(5):
-        (folder / f"result_{i}.txt").write_text(generated_run(2.0, 50.0, epoch_s, 3.0, 12.0, 14, global_batch, batch))
+        (folder / f"result_{i}.txt").write_text(generated_run(2.0, 50.0, epoch_s, 3.0, 12.0, 14, global_batch, batch, status))
     desc = {"submitter": "gen", "division": "open", "system_name": name, "number_of_nodes": str(nodes),
             "accelerators_per_node": str(per_node), "accelerator_model_name": "Test GPU", "framework": "test",
             "host_networking": network}
@@ -130,11 +131,20 @@ def check_generated(tmp):
     # Beyond the RCP table: refused; auto picks the fastest global batch that has an RCP.
     out, _ = forecast(["--measured", root, "--nodes", "8", "--global-batch", "768"], tmp)
     assert "no RCP" in out["forecasts"][0]["refused"], out
-    out, _ = forecast(["--measured", root, "--nodes", "2,4"], tmp)
-    for f in out["forecasts"]:
+    auto, _ = forecast(["--measured", root, "--nodes", "2,4"], tmp)
+    for f in auto["forecasts"]:
         assert f["refused"] is None and f["global_batch_size"] <= 272, f
-    print("two measured batches: the step interpolated between them; global batch 768 refused; auto: "
-          + ", ".join(f"{f['nodes']} nodes at global batch {f['global_batch_size']}" for f in out["forecasts"]))
+    # Runs stopped at their epoch budget (not converged) still time the node; the epochs then come
+    # from the RCP (13.7 at global batch 96, between the pruned points 8 and 128: 14).
+    stopped = tmp / "stopped-tree"
+    generated_system(stopped, "node-stopped", 1, 8, 96, 12, 60.0, status="aborted")
+    out, p = forecast(["--measured", stopped, "--nodes", "1", "--global-batch", "96"], tmp)
+    f = out["forecasts"][0]
+    assert "not converged" in p.stdout and f["parts_s"]["epochs"] == 14 and "epochs to converge" in f["dominant"], f
+    assert close(f["parts_s"]["step_compute"], 60.0 / steps), f["parts_s"]
+    print("two measured batches: the step interpolated between them; global batch 768 refused; a run stopped at "
+          "its budget measures the step (epochs from the RCP); auto: "
+          + ", ".join(f"{f['nodes']} nodes at global batch {f['global_batch_size']}" for f in auto["forecasts"]))
 
 
 def validate(trees, tmp):
