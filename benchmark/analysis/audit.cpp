@@ -91,6 +91,7 @@ constexpr Rule kConfigRules[] = {
     {"launch.collective_timeout_s", false, "how long a rank waits for a dead peer does not change the arithmetic"},
     {"launch.sbatch_args", false, "scheduler options do not change the arithmetic"},
     {"launch.host_memory", false, "whether freed host memory is kept or handed back does not change the arithmetic"},
+    {"launch.network_gbps", false, "a figure for forecasts: the run does not use it"},
     {"run.ops", false, "what run.ops asked for; the fingerprint's settings.ops_resolved says what ran"},
     {"launch.backend_library", true, "another vendor bridge runs the device's kernels: values may differ"},
     {"launch.overlap_allreduce", true,

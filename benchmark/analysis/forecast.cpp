@@ -69,6 +69,25 @@ double ring_seconds(int64_t nodes, double bytes, double gbps, double efficiency,
   return 2 * (n - 1) / n * bytes / (efficiency * gbps * 1e9 / 8) + 2 * (n - 1) * hop_s;
 }
 
+std::optional<double> stated_network_gbps(const Json& config) {
+  if (!config.is_object() || !config.contains("launch") || !config["launch"].is_object()) return std::nullopt;
+  const Json& l = config["launch"];
+  if (!l.contains("network_gbps") || !l["network_gbps"].is_number() || !(l["network_gbps"].get<double>() > 0)) return std::nullopt;
+  return l["network_gbps"].get<double>();
+}
+
+namespace {
+
+// The network of a system: launch.network_gbps of a kept run's configuration, else the
+// description's host_networking as read.
+NodeNetwork network_of(const SystemReport& s) {
+  for (const RunSummary& r : s.runs)
+    if (const auto g = stated_network_gbps(r.run.config)) return {*g, "launch.network_gbps"};
+  return parse_host_networking(s.description.host_networking);
+}
+
+}  // namespace
+
 std::optional<RunParts> decompose_run(const RunRecord& r, std::string* why) {
   const auto fail = [&](const std::string& w) -> std::optional<RunParts> {
     if (why) *why = r.name + ": " + w;
@@ -164,7 +183,7 @@ Measurement measure(const SystemReport& s) {
     m.minutes += p.total / 60 / n;
   }
   m.runs = static_cast<int>(runs.size());
-  const NodeNetwork net = parse_host_networking(s.description.host_networking);
+  const NodeNetwork net = network_of(s);
   m.network_gbps = net.gbps;
   m.network_basis = net.basis;
   m.published_harness = !(first.config.is_object() && first.config.contains("run"));
@@ -184,7 +203,7 @@ Target target_of(const SystemReport& s, const Assumptions& a, const std::optiona
     break;
   }
   if (t.global_batch <= 0) throw ForecastError(s.label + ": no run logs global_batch_size");
-  const NodeNetwork net = parse_host_networking(s.description.host_networking);
+  const NodeNetwork net = network_of(s);
   t.network_gbps = net.gbps;
   t.network_basis = net.basis;
   if (!t.network_gbps && t.nodes > 1) {

@@ -131,6 +131,10 @@ struct Forecast {
 // batches; all of one accelerator model and count a node, else refused).
 Forecast predict(const std::vector<Measurement>& measured, const Target& target, const Assumptions& a = {});
 
+// The network a project system file or a kept run's config.json states in numbers
+// (launch.network_gbps, Gbit/s a node), where it does; it wins over the description's free text.
+std::optional<double> stated_network_gbps(const logging::Json& config);
+
 // A target as a published system describes it: its nodes, accelerators, network and, from its
 // logs, the global and per-accelerator batch and any dedicated evaluation ranks. A description
 // that names no network takes `fallback` (another description of the same node, in Gb/s, and

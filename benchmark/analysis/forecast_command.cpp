@@ -163,7 +163,8 @@ std::pair<Target, std::optional<int64_t>> target_from_file(const Setup& s, const
   t.nodes = d.nodes;
   t.accelerators_per_node = d.accelerators_per_node;
   t.accelerator_model = d.accelerator_model;
-  const NodeNetwork net = parse_host_networking(d.host_networking);
+  NodeNetwork net = parse_host_networking(d.host_networking);
+  if (const auto stated = stated_network_gbps(j)) net = {*stated, "launch.network_gbps"};
   t.network_gbps = net.gbps ? net.gbps : s.network_gbps;
   t.network_basis = net.gbps ? net.basis : "--network-gbps";
   if (!t.network_gbps && t.nodes > 1)

@@ -54,6 +54,7 @@ void fields(V& v, LaunchSettings& l) {
   v("collective_timeout_s", l.collective_timeout_s, {.range = {.min = 1, .max = 86400}});
   v("overlap_allreduce", l.overlap_allreduce);
   v("host_memory", l.host_memory, {.allowed = {"retain", "system"}});
+  v("network_gbps", l.network_gbps, {.range = {.min = 0, .max = 1e6}});
 }
 
 template <class V>

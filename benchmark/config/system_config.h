@@ -68,6 +68,9 @@ struct LaunchSettings {
   // retain | system: whether host memory a rank frees stays in it for the next step's tensors
   // (run/host_memory.h: no page faults refilling them every step; peak RSS stays at its mark).
   std::string host_memory = "retain";
+  // The network between nodes, Gbit/s a node (0: not given): a figure for `forecast`, which the
+  // MLPerf description's free-text host_networking gives only in words. The run does not use it.
+  double network_gbps = 0;
 
   int64_t world_size() const { return nodes * ranks_per_node; }
 };

@@ -170,6 +170,17 @@ def check_fixture(tmp):
         assert abs(r["error"]) <= 0.15, r
     assert out["pairs"] == 4, out["pairs"]
     print(table)
+    # The project's own system files as targets: the global batch from their hyperparameters, the
+    # network from launch.network_gbps; another accelerator than the measured one refused.
+    systems = env.SOURCE_DIR / "systems"
+    got, _ = forecast(["--measured", tree / "NVIDIA" / "results" / "dgxh100_ngc23.04_pytorch",
+                       "--system", systems / "aws-p5.48xlarge-2n.json", "--system", systems / "aws-p3dn.24xlarge-2n.json"], tmp)
+    p5, p3dn = got["forecasts"]
+    assert p5["refused"] is None and p5["global_batch_size"] == 128 and p5["network_gbps"] == 3200, p5
+    assert p5["nodes"] == 2 and p5["accelerators_per_node"] == 8, p5
+    assert "another accelerator" in p3dn["refused"], p3dn
+    print(f"aws-p5.48xlarge-2n from the one-node DGX H100: {p5['minutes']:.2f} min ({p5['low']:.2f}-{p5['high']:.2f}); "
+          f"aws-p3dn.24xlarge-2n refused: {p3dn['refused']}")
     return tree
 
 
