@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mrcnn::ops::detail {
 
@@ -21,6 +22,14 @@ inline bool reduced_precision(at::ScalarType t) { return t == at::kHalf || t == 
 // only representable to 0.5 pixel in float16, to 8 pixels in bfloat16).
 inline at::ScalarType roi_dtype_for(at::ScalarType features_dtype) {
   return reduced_precision(features_dtype) ? at::kFloat : features_dtype;
+}
+
+// Level gradients accumulated in roi_dtype_for(dtype) (float32 for float16/bfloat16), each rounded
+// once to the features' `dtype`.
+inline std::vector<at::Tensor> rounded_to(std::vector<at::Tensor> grads, at::ScalarType dtype) {
+  for (at::Tensor& g : grads)
+    if (g.scalar_type() != dtype) g = g.to(dtype);
+  return grads;
 }
 
 // rois: [K, 5] (batch_index, x1, y1, x2, y2) in roi_dtype_for(the features' dtype).

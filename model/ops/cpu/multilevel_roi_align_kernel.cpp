@@ -106,12 +106,6 @@ std::vector<at::Tensor> multilevel_backward_kernel(
   // Reduced-precision gradients accumulate in float32, rounded once at the end.
   const at::ScalarType dtype = grad.scalar_type();
   const at::ScalarType acc = detail::roi_dtype_for(dtype);
-  const auto rounded = [&](std::vector<at::Tensor> g) {
-    if (acc != dtype) {
-      for (at::Tensor& t : g) t = t.to(dtype);
-    }
-    return g;
-  };
   std::vector<at::Tensor> grads;
   std::vector<cpu::LevelGeometry> geometry;
   for (size_t l = 0; l < num_levels; ++l) {
@@ -123,7 +117,7 @@ std::vector<at::Tensor> multilevel_backward_kernel(
                         .zero_());
     geometry.push_back({level_heights[l], level_widths[l], spatial_scales[l]});
   }
-  if (grad.numel() == 0) return rounded(std::move(grads));
+  if (grad.numel() == 0) return detail::rounded_to(std::move(grads), dtype);
   // The incoming gradient is read in the layout of the first level (see roi_align_kernel.cpp).
   const bool grad_cl = level_channels_last[0] != 0;
   const at::Tensor grad_c = grad.to(acc).contiguous(grad_cl ? at::MemoryFormat::ChannelsLast
@@ -149,7 +143,7 @@ std::vector<at::Tensor> multilevel_backward_kernel(
     cpu::roi_align_backward<scalar_t>(plan, views, channels, grad_c.const_data_ptr<scalar_t>(),
                                       grad_cl);
   });
-  return rounded(std::move(grads));
+  return detail::rounded_to(std::move(grads), dtype);
 }
 
 at::Tensor map_rois_to_levels_kernel(const at::Tensor& rois, int64_t k_min, int64_t k_max,

@@ -92,12 +92,6 @@ std::vector<at::Tensor> multilevel_backward_cuda(
   // Reduced-precision gradients accumulate in float32, rounded once at the end.
   const at::ScalarType dtype = grad.scalar_type();
   const at::ScalarType acc = detail::roi_dtype_for(dtype);
-  const auto rounded = [&](std::vector<at::Tensor> g) {
-    if (acc != dtype) {
-      for (at::Tensor& t : g) t = t.to(dtype);
-    }
-    return g;
-  };
   std::vector<at::Tensor> grads;
   for (size_t l = 0; l < num_levels; ++l) {
     grads.push_back(cuda::make_grad_buffer({batch_size, channels, level_heights[l], level_widths[l]},
@@ -106,7 +100,7 @@ std::vector<at::Tensor> multilevel_backward_cuda(
   }
   if (grad.numel() == 0) {
     for (at::Tensor& g : grads) g.zero_();
-    return rounded(std::move(grads));
+    return detail::rounded_to(std::move(grads), dtype);
   }
   const at::Tensor rois_c = rois.contiguous();
   const at::Tensor levels =
@@ -118,7 +112,7 @@ std::vector<at::Tensor> multilevel_backward_cuda(
                                     output_size, output_size, sampling_ratio, aligned,
                                     deterministic);
   });
-  return rounded(std::move(grads));
+  return detail::rounded_to(std::move(grads), dtype);
 }
 
 at::Tensor map_rois_to_levels_cuda(const at::Tensor& rois, int64_t k_min, int64_t k_max,
