@@ -99,6 +99,44 @@ TEST(Forecast, EpochsComeFromTheRcpTheCheckerWouldUse) {
   EXPECT_EQ(rcp_at(4)->global_batch_size, rcp_at(8)->global_batch_size);
 }
 
+// A run's time splits exactly: first step + the epochs + the pauses between them + the tail is
+// run_stop - run_start, whatever the epochs' lengths; a run stopped by an error measures nothing.
+TEST(Forecast, ARunDecomposesExactly) {
+  RunRecord r;
+  r.name = "run";
+  r.status = "success";
+  r.division = "closed";
+  r.global_batch_size = 96;
+  r.run_start_ms = 1000;
+  double t = 1000 + 1234;
+  for (int64_t e = 1; e <= 4; ++e) {
+    EpochRecord ep;
+    ep.epoch = e;
+    ep.start_ms = t;
+    t += 60000 + 1000 * static_cast<double>(e);
+    ep.stop_ms = t;
+    ep.bbox = 0.4, ep.segm = 0.35, ep.accuracy_ms = t + 10;
+    r.epochs.push_back(ep);
+    if (e < 4) t += 2500 + 100 * static_cast<double>(e);
+  }
+  r.run_stop_ms = t + 7777;
+  const std::optional<RunParts> p = decompose_run(r);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_DOUBLE_EQ(p->first + p->epochs_sum + p->pauses_sum + p->tail, p->total);
+  EXPECT_DOUBLE_EQ(p->first, 1.234);
+  EXPECT_DOUBLE_EQ(p->tail, 7.777);
+  EXPECT_DOUBLE_EQ(p->epoch, 63);  // the median of epochs 2..4: 62, 63, 64 s
+  EXPECT_DOUBLE_EQ(p->pause, 2.7);
+  EXPECT_TRUE(p->converged);
+  EXPECT_EQ(p->epochs, 4);
+  EXPECT_EQ(p->steps_per_epoch, 1222);  // closed division: COCO's 117,266 images / 96
+  r.status = "aborted";
+  r.epochs.back().stop_ms.reset();  // stopped inside its last epoch by an error
+  std::string why;
+  EXPECT_FALSE(decompose_run(r, &why).has_value());
+  EXPECT_NE(why.find("stopped before its epochs ended"), std::string::npos) << why;
+}
+
 // The model's own arithmetic on a measurement with known parts: the node onto itself gives back
 // its parts; a global batch beyond the RCP table and another accelerator are refused.
 TEST(Forecast, ANodeOntoItselfGivesBackItsParts) {
