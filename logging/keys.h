@@ -57,6 +57,9 @@ inline constexpr std::string_view kTrackedStats = "tracked_stats";
 
 // ---- the project's own (the checker ignores keys it does not know) -----------------------------
 inline constexpr std::string_view kEvalInferenceSeconds = "eval_inference_seconds";  // per epoch
+// Per epoch: {"median": [...], "p95": [...]}, seconds, one entry per rank (null where its device
+// does not time), of each rank's own steps up to their gradient all-reduce.
+inline constexpr std::string_view kRankStepSeconds = "rank_step_seconds";
 inline constexpr std::string_view kResumedFromCheckpoint = "resumed_from_checkpoint";
 inline constexpr std::string_view kRunFingerprint = "run_fingerprint";  // its summary; the file beside the log
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 namespace mrcnn::analysis {
 
@@ -103,6 +105,20 @@ constexpr Rule kConfigRules[] = {
     {"", true, "another value of a setting the run uses: values differ"},
 };
 
+// Configuration keys added after runs were kept, with the value that older runs, without them, ran
+// under: (absent) against that value is no difference.
+constexpr std::pair<std::string_view, std::string_view> kConfigDefaults[] = {
+    {"run.max_steps_per_epoch", "0"},  // whole epochs
+    {"launch.network_gbps", "0.0"},    // not given
+};
+
+bool absent_default(const std::string& key, const std::pair<std::string, std::string>& v) {
+  if (!v.first.empty() && !v.second.empty()) return false;
+  for (const auto& [k, value] : kConfigDefaults)
+    if (key == k) return (v.first.empty() ? v.second : v.first) == value;
+  return false;
+}
+
 const Rule& rule_for(const std::string& key, const Rule* begin, const Rule* end) {
   for (const Rule* r = begin; r != end; ++r)
     if (key.rfind(r->prefix, 0) == 0) return *r;
@@ -119,7 +135,7 @@ void flatten(const Json& j, const std::string& prefix, std::map<std::string, std
 }
 
 void diff_json(const Json& a, const Json& b, const std::string& label, const Rule* rb, const Rule* re,
-               const std::vector<std::string>& skip, std::vector<SetupDifference>& out) {
+               const std::vector<std::string>& skip, std::vector<SetupDifference>& out, bool config_defaults = false) {
   std::map<std::string, std::string> fa, fb;
   flatten(a, "", fa);
   flatten(b, "", fb);
@@ -127,7 +143,7 @@ void diff_json(const Json& a, const Json& b, const std::string& label, const Rul
   for (const auto& [k, v] : fa) both[k].first = v;
   for (const auto& [k, v] : fb) both[k].second = v;
   for (const auto& [k, v] : both) {
-    if (v.first == v.second) continue;
+    if (v.first == v.second || (config_defaults && absent_default(k, v))) continue;
     if (std::any_of(skip.begin(), skip.end(), [&](const std::string& s) { return k.rfind(s, 0) == 0; })) continue;
     const Rule& r = rule_for(k, rb, re);
     out.push_back({.what = label + k,
@@ -244,7 +260,7 @@ AuditResult audit_runs(const RunRecord& a, const RunRecord& b, const AuditOption
                       " has no fingerprint.json (binary, libraries, CPU, threads and data unknown)");
   }
   if (a.config.is_object() && b.config.is_object()) {
-    diff_json(a.config, b.config, "config ", std::begin(kConfigRules), std::end(kConfigRules), {"run.seed"}, rest);
+    diff_json(a.config, b.config, "config ", std::begin(kConfigRules), std::end(kConfigRules), {"run.seed"}, rest, /*config_defaults=*/true);
   } else {
     // The MLPerf log's hyperparameters are what is left to compare.
     Json ha = Json::object(), hb = Json::object();

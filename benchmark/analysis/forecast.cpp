@@ -69,6 +69,17 @@ double ring_seconds(int64_t nodes, double bytes, double gbps, double efficiency,
   return 2 * (n - 1) / n * bytes / (efficiency * gbps * 1e9 / 8) + 2 * (n - 1) * hop_s;
 }
 
+double expected_max_normal(int64_t ranks) {
+  if (ranks <= 1) return 0;
+  const double q = (static_cast<double>(ranks) - 0.375) / (static_cast<double>(ranks) + 0.25);
+  double lo = 0, hi = 10;  // Phi(x) = q by bisection: Phi(x) = erfc(-x / sqrt 2) / 2
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (std::erfc(-mid / std::sqrt(2.0)) / 2 < q ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 std::optional<double> stated_network_gbps(const Json& config) {
   if (!config.is_object() || !config.contains("launch") || !config["launch"].is_object()) return std::nullopt;
   const Json& l = config["launch"];
@@ -175,6 +186,13 @@ Measurement measure(const SystemReport& s) {
   if (m.global_batch <= 0) throw ForecastError(s.label + ": global_batch_size not logged");
   const double n = static_cast<double>(runs.size());
   for (const auto& [p, r] : runs) {
+    std::vector<double> cvs;  // (p95 - median) / 1.645 / median of each rank and epoch
+    for (const EpochRecord& e : r->run.epochs) {
+      m.timed_ranks = std::max(m.timed_ranks, e.ranks);
+      for (const auto& [median, p95] : e.rank_steps)
+        if (median > 0) cvs.push_back((p95 - median) / 1.645 / median);
+    }
+    if (!cvs.empty()) m.step_cv += median_of(cvs) / n;
     m.first += p.first / n;
     m.step += p.epoch / static_cast<double>(p.steps_per_epoch) / n;
     m.pause += p.pause / n;
@@ -220,6 +238,7 @@ namespace {
 struct Setting {
   double k, efficiency, hop_s, epochs;
   bool overlap = false;  // this project's all-reduce hidden behind backward (the band's optimistic end)
+  double straggler = 1;  // of the straggler term (0: the ranks' delays shared; 2: heavier tails)
 };
 
 struct Model {
@@ -257,12 +276,15 @@ struct Model {
     p.epochs = s.epochs;
     p.steps_per_epoch = steps_for(a.epoch_images, target.global_batch);
     p.step_compute = compute(s);
+    p.step_straggler = s.straggler * base.step_cv * p.step_compute *
+                       (expected_max_normal(training_ranks()) - expected_max_normal(base.timed_ranks));
     const double ar = ring_seconds(target.nodes, gradient_bytes(a, base),
                                    target.network_gbps.value_or(a.network_gbps), s.efficiency, s.hop_s);
     p.step_allreduce = exposed(ar, p.step_compute, base.published_harness, s.overlap);
-    p.epoch = static_cast<double>(p.steps_per_epoch) * (p.step_compute + p.step_allreduce);
+    p.epoch = static_cast<double>(p.steps_per_epoch) * (p.step_compute + p.step_straggler + p.step_allreduce);
     const double steps = s.epochs * static_cast<double>(p.steps_per_epoch);
     p.compute = steps * p.step_compute;
+    p.straggler = steps * p.step_straggler;
     p.allreduce = steps * p.step_allreduce;
     const double base_evaluating = static_cast<double>(base.nodes * base.accelerators_per_node - base.eval_ranks);
     const double accelerators = static_cast<double>(target.nodes * target.accelerators_per_node);
@@ -274,7 +296,13 @@ struct Model {
     return p;
   }
 
-  static double minutes(const ForecastParts& p) { return (p.first + p.compute + p.allreduce + p.pauses + p.tail) / 60; }
+  // The straggler term is grown from the measured ranks (their slowest is in the step) to the target's.
+  int64_t training_ranks() const { return target.nodes * target.accelerators_per_node - target.eval_ranks; }
+  bool straggles() const { return base.step_cv > 0 && base.timed_ranks > 0 && training_ranks() != base.timed_ranks; }
+
+  static double minutes(const ForecastParts& p) {
+    return (p.first + p.compute + p.straggler + p.allreduce + p.pauses + p.tail) / 60;
+  }
 };
 
 }  // namespace
@@ -299,7 +327,7 @@ Forecast predict(const std::vector<Measurement>& measured, const Target& target,
   for (const Measurement& m : measured)
     if (m.global_batch == target.global_batch && m.epochs > 0) measured_epochs = m.epochs;
   const double epochs = measured_epochs.value_or(std::ceil(rcp->mean - 1e-9));
-  const Setting nominal{a.k, a.efficiency, a.hop_s, epochs};
+  const Setting nominal{.k = a.k, .efficiency = a.efficiency, .hop_s = a.hop_s, .epochs = epochs};
   const Model model{measured, target, a, *base};
   f.parts = model.parts(nominal);
   f.minutes = Model::minutes(f.parts);
@@ -331,6 +359,12 @@ Forecast predict(const std::vector<Measurement>& measured, const Target& target,
     lo.overlap = true;
     terms.push_back({"how much of the all-reduce backward hides", "measure a step on two nodes", lo, nominal});
   }
+  if (model.straggles()) {
+    Setting lo = nominal, hi = nominal;
+    lo.straggler = 0, hi.straggler = 2;
+    terms.push_back({"the ranks' independence (straggler term, " + std::to_string(base->timed_ranks) + " ranks timed)",
+                     "measure a step on more ranks (two nodes)", lo, hi});
+  }
   if (!measured_epochs) {
     Setting lo = nominal, hi = nominal;
     lo.epochs = std::max(1.0, std::ceil(rcp->mean - rcp->stdev - 1e-9));
@@ -348,7 +382,7 @@ Forecast predict(const std::vector<Measurement>& measured, const Target& target,
   }
 
   if (!batch_measured) f.flags.push_back("batch extrapolated");
-  const double step = f.parts.step_compute + f.parts.step_allreduce;
+  const double step = f.parts.step_compute + f.parts.step_straggler + f.parts.step_allreduce;
   if (step > 0 && f.parts.step_allreduce > 0.25 * step) f.flags.push_back("network-bound");
   if (target.eval_ranks > 0) f.flags.push_back("dedicated evaluation ranks (" + std::to_string(target.eval_ranks) + "): outside the model");
   if (target.batch < 2) f.flags.push_back("batch " + fmt(target.batch, "%g") + " an accelerator: outside the model");

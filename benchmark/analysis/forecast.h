@@ -8,12 +8,17 @@
 // target of N nodes x g accelerators, global batch GB, per-accelerator batch b:
 //
 //   T           = t_first + E * ceil(117266 / GB) * t_step + (E - 1) * t_pause + t_tail
-//   t_step      = t_compute(b) + t_allreduce(N)            (exposed; the published harnesses
-//                                                           reduce one flat buffer after backward)
+//   t_step      = t_compute(b) + t_straggler(R) + t_allreduce(N)   (exposed; the published
+//                                                           harnesses reduce one flat buffer after backward)
 //   t_compute(b)  measured at b; else a line through the measured batches; from one measured
 //                 batch: t_base * (b + k) / (b_base + k), k the fixed per-step cost in images
 //   t_allreduce(N) = 2 (N - 1) / N * S / (eta * B_node) + 2 (N - 1) * alpha   (a ring over nodes;
 //                 the links inside a node are in the measured step)
+//   t_straggler(R) = cv * t_compute(b) * (z(R) - z(R0))      each step waits for the slowest of R
+//                 training ranks: cv the ranks' own step times' spread over their median (each
+//                 rank's 95th percentile less its median over 1.645, as logged by this project's
+//                 harness in rank_step_seconds; 0 where unlogged), z(R) the expected largest of R
+//                 standard normal draws, R0 the ranks measured (their slowest is in the step)
 //   E           = the measured runs' mean where GB was measured, else ceil(RCP mean at GB)
 //   t_pause     = t_pause,base * accelerators_base / accelerators   (0 with dedicated eval ranks)
 //   t_tail      = (t_tail,base - t_pause,base) + t_pause,base * accelerators_base / eval ranks
@@ -21,7 +26,9 @@
 // The band comes from what was not measured: k (when b was not measured), the network's
 // efficiency eta and per-hop latency alpha (when N > the measured nodes), the epochs' spread (the
 // RCP's standard deviation, when GB was not measured). Each is varied alone; the band is the sum
-// of their excursions and the widest is named, with what to measure to remove it.
+// of their excursions; the straggler term between none (the ranks' delays shared) and twice its
+// value (heavier tails than a normal's) where R differs from R0. The widest is named, with what to
+// measure to remove it.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +48,11 @@ struct ForecastError : std::runtime_error {
 // every node's network of `gbps` Gbit/s at `efficiency` of its line rate, plus `hop_s` a hop;
 // 0 on one node (its links are in the measured step).
 double ring_seconds(int64_t nodes, double bytes, double gbps, double efficiency, double hop_s);
+
+// The expected largest of `ranks` independent standard normal draws (Blom's approximation,
+// Phi^-1((R - 0.375) / (R + 0.25)): 4.5 % above the exact value at 2 ranks, within 1 % from 8 to
+// 10^4); 0 for one rank.
+double expected_max_normal(int64_t ranks);
 
 // One run that trained whole epochs, in seconds. A run stopped at its epoch budget (not converged)
 // still times the node; only its epochs to converge are unknown.
@@ -76,6 +88,11 @@ struct Measurement {
   std::string network_basis;
   bool published_harness = true;   // flat float16 all-reduce after backward (false: this project's)
   double trainable_parameters = 0; // the run's own network (fingerprint.json); 0: Assumptions'
+  // The ranks' own step times (rank_step_seconds): the spread of one rank's steps over their
+  // median (cv: (p95 - median) / 1.645 / median, the median over ranks and epochs, the mean over
+  // runs) and how many training ranks were timed; 0 and 0 where the logs have none.
+  double step_cv = 0;
+  int64_t timed_ranks = 0;
 };
 
 // The runs that result_summarizer's olympic mean keeps (the fastest and the slowest successful
@@ -107,10 +124,10 @@ struct Assumptions {
 };
 
 struct ForecastParts {  // seconds of the whole run
-  double first = 0, compute = 0, allreduce = 0, pauses = 0, tail = 0;
+  double first = 0, compute = 0, straggler = 0, allreduce = 0, pauses = 0, tail = 0;
   double epochs = 0;
   int64_t steps_per_epoch = 0;
-  double step_compute = 0, step_allreduce = 0;  // seconds a step
+  double step_compute = 0, step_straggler = 0, step_allreduce = 0;  // seconds a step
   double epoch = 0;                             // seconds an epoch (its steps)
 };
 

@@ -31,24 +31,27 @@ std::string format_forecasts(const std::vector<Measurement>& measured, const std
       << fmt(m.batch, "%g") << " an accelerator (global " << m.global_batch << "), " << m.runs << " run(s): step "
       << fmt(m.step * 1000, "%.1f") << " ms, first " << fmt(m.first, "%.2f") << " s, eval pause " << fmt(m.pause, "%.2f")
       << " s, tail " << fmt(m.tail, "%.2f") << " s, " << (m.epochs > 0 ? fmt(m.epochs, "%.2f") + " epochs to converge" : "not converged")
-      << ", " << fmt(m.minutes, "%.3f") << " min; network " << (m.network_gbps ? fmt(*m.network_gbps, "%g") + " Gb/s (" + m.network_basis + ")" : std::string("not described"))
+      << ", " << fmt(m.minutes, "%.3f") << " min; "
+      << (m.timed_ranks > 0 ? "ranks' own steps spread " + fmt(100 * m.step_cv, "%.1f") + " % (" + std::to_string(m.timed_ranks) + " timed); "
+                            : std::string("ranks' own steps not logged; "))
+      << "network " << (m.network_gbps ? fmt(*m.network_gbps, "%g") + " Gb/s (" + m.network_basis + ")" : std::string("not described"))
       << "\n";
-  std::vector<std::vector<std::string>> rows{{"target", "nodes", "global", "batch", "minutes (band)", "compute", "all-reduce",
+  std::vector<std::vector<std::string>> rows{{"target", "nodes", "global", "batch", "minutes (band)", "compute", "stragglers", "all-reduce",
                                               "pauses", "start+tail", "epochs", "accel-h", "cost", "flags"}};
   for (const Forecast& f : forecasts) {
     if (!f.refused.empty()) {
       rows.push_back({f.target.name, size(f.target), std::to_string(f.target.global_batch), fmt(f.target.batch, "%g"),
-                      "REFUSED", "", "", "", "", "", "", "", f.refused});
+                      "REFUSED", "", "", "", "", "", "", "", "", f.refused});
       continue;
     }
     const ForecastParts& p = f.parts;
     rows.push_back({f.target.name, size(f.target), std::to_string(f.target.global_batch),
                     fmt(f.target.batch, "%g") + " (" + f.batch_source + ")", band(f), fmt(p.compute / 60, "%.2f"),
-                    fmt(p.allreduce / 60, "%.2f"), fmt(p.pauses / 60, "%.2f"), fmt((p.first + p.tail) / 60, "%.2f"),
+                    fmt(p.straggler / 60, "%.2f"), fmt(p.allreduce / 60, "%.2f"), fmt(p.pauses / 60, "%.2f"), fmt((p.first + p.tail) / 60, "%.2f"),
                     fmt(p.epochs, "%.0f"), fmt(f.accelerator_hours, "%.1f"), f.cost ? fmt(*f.cost, "%.2f") : "-",
                     joined(f.flags, "; ")});
   }
-  o << "\n" << aligned(rows, {false, true, true, false, true, true, true, true, true, true, true, true, false});
+  o << "\n" << aligned(rows, {false, true, true, false, true, true, true, true, true, true, true, true, true, false});
   o << "\nminutes: the forecast time to train, its band from what was not measured; compute, all-reduce (exposed), "
        "evaluation pauses and start+tail in minutes.\n";
   for (const Forecast& f : forecasts)
@@ -95,9 +98,9 @@ logging::Json forecast_json(const Forecast& f, const std::optional<double>& publ
   j["batch_source"] = f.batch_source;
   j["dominant"] = f.dominant;
   j["remedy"] = f.remedy;
-  j["parts_s"] = {{"first_step", p.first}, {"compute", p.compute}, {"allreduce_exposed", p.allreduce}, {"eval_pauses", p.pauses},
+  j["parts_s"] = {{"first_step", p.first}, {"compute", p.compute}, {"stragglers", p.straggler}, {"allreduce_exposed", p.allreduce}, {"eval_pauses", p.pauses},
                   {"tail", p.tail}, {"epochs", p.epochs}, {"steps_per_epoch", p.steps_per_epoch},
-                  {"step_compute", p.step_compute}, {"step_allreduce", p.step_allreduce}, {"epoch", p.epoch}};
+                  {"step_compute", p.step_compute}, {"step_straggler", p.step_straggler}, {"step_allreduce", p.step_allreduce}, {"epoch", p.epoch}};
   j["accelerator_hours"] = f.accelerator_hours;
   j["cost"] = f.cost ? logging::Json(*f.cost) : logging::Json(nullptr);
   return j;

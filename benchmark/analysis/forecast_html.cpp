@@ -59,11 +59,11 @@ std::string write_forecast_html(const std::vector<Measurement>& measured, const 
   std::vector<svg::Stack> stacks;
   for (const Forecast* f : scored) {
     const ForecastParts& p = f->parts;
-    stacks.push_back({.label = f->target.name, .parts = {p.compute / 60, p.allreduce / 60, p.pauses / 60, (p.first + p.tail) / 60}});
+    stacks.push_back({.label = f->target.name, .parts = {p.compute / 60, p.straggler / 60, p.allreduce / 60, p.pauses / 60, (p.first + p.tail) / 60}});
   }
   const std::string time = svg::stacked_bar_chart("Where the time goes", "minutes",
-                                                  {"compute", "exposed all-reduce", "evaluation pauses", "start and tail"},
-                                                  {"#1f77b4", "#d62728", "#2ca02c", "#999999"}, stacks);
+                                                  {"compute", "slowest rank", "exposed all-reduce", "evaluation pauses", "start and tail"},
+                                                  {"#1f77b4", "#ff7f0e", "#d62728", "#2ca02c", "#999999"}, stacks);
   write_file(dir / "scaling.svg", scaling);
   write_file(dir / "time.svg", time);
 

@@ -42,6 +42,17 @@ EpochRecord& epoch_of(std::vector<EpochRecord>& epochs, int64_t n) {
   return epochs.back();
 }
 
+// {"median": [...], "p95": [...]}: the ranks whose both figures are numbers >= 0.
+void read_rank_steps(const Json& value, EpochRecord& e) {
+  const Json m = value.value("median", Json()), p = value.value("p95", Json());
+  if (!m.is_array() || !p.is_array() || m.size() != p.size()) return;
+  e.ranks = static_cast<int64_t>(m.size());
+  e.rank_steps.clear();
+  for (size_t i = 0; i < m.size(); ++i)
+    if (m[i].is_number() && p[i].is_number() && m[i].get<double>() >= 0 && p[i].get<double>() >= m[i].get<double>())
+      e.rank_steps.emplace_back(m[i].get<double>(), p[i].get<double>());
+}
+
 void read_log(RunRecord& r) {
   // The compliance check's reader: the official parser's view of the records (Latin-1 text, the
   // last token of a line, json.loads semantics), every damaged record an error instead of a crash.
@@ -89,6 +100,7 @@ void read_log(RunRecord& r) {
       if (value.is_object() && value.contains("BBOX") && value["BBOX"].is_number()) e.bbox = value["BBOX"].get<double>();
       if (value.is_object() && value.contains("SEGM") && value["SEGM"].is_number()) e.segm = value["SEGM"].get<double>();
     }
+    else if (key == "rank_step_seconds" && epoch && value.is_object()) read_rank_steps(value, epoch_of(r.epochs, n));
     else if (key == "throughput" && value.is_number() && value.get<double>() > 0) r.throughput.push_back(value.get<double>());
     if (is_hyperparameter(key)) r.hyperparameters[key] = value;
     if (key == "global_batch_size") r.global_batch_size = as_int(value);

@@ -33,6 +33,10 @@ struct EpochRecord {
   std::optional<double> eval_start_ms, eval_stop_ms;  // validation inference
   std::optional<double> bbox, segm, accuracy_ms;      // eval_accuracy
   std::optional<double> scoring_seconds;              // metrics.jsonl (asynchronous COCO scoring)
+  // rank_step_seconds (this project's harness): each timed rank's own step up to its all-reduce,
+  // {median, 95th percentile} in seconds; `ranks` counts the ranks logged, timed or not.
+  std::vector<std::pair<double, double>> rank_steps;
+  int64_t ranks = 0;
 };
 
 struct StepRecord {

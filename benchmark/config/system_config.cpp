@@ -68,6 +68,7 @@ void fields(V& v, RunSettings& s) {
   v("data_dir", s.data_dir, {.required = true});
   v("output_dir", s.output_dir, {.required = true});
   v("max_epochs", s.max_epochs, {.range = {.min = 1, .max = 100000}, .required = true});
+  v("max_steps_per_epoch", s.max_steps_per_epoch, {.range = {.min = 0, .max = 1e9}});
   v("target_bbox", s.target_bbox, {.range = kFraction});
   v("target_segm", s.target_segm, {.range = kFraction});
   v("async_eval", s.async_eval);

@@ -89,6 +89,10 @@ struct RunSettings {
   std::string data_dir;            // a COCO folder (CocoLayout): annotations/, train2017/, val2017/
   std::string output_dir;          // MLPerf log, metrics, checkpoints, plots
   int64_t max_epochs = 20;
+  // A measurement for `forecast`, not a result: every epoch ends after this many steps (0: whole
+  // epochs), each still evaluated on the whole validation set so that the pauses are real. Such a
+  // run never converges (its run_stop says aborted, whatever it scores).
+  int64_t max_steps_per_epoch = 0;
   double target_bbox = 0.377;      // 0: stop at the first score (tests)
   double target_segm = 0.339;
   bool async_eval = true;

@@ -2,6 +2,9 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "benchmark/run/stop_signal.h"
 #include "logging/console.h"
@@ -47,9 +50,10 @@ void TimedRun::log_accuracy(int64_t epoch, std::exception_ptr error, const Accur
     // After the run has converged, later epochs' scores are not part of the log.
     if (target_reached_) return;
     result_.accuracies.emplace_back(epoch, acc);
+    const bool counts = options_.max_steps_per_epoch == 0;  // a measurement never converges
     mllog_.log(key::kEvalAccuracy, Json{{"BBOX", acc.bbox}, {"SEGM", acc.segm}}, Json{{meta::kEpochNum, epoch}});
     mllog_.log(key::kEvalStop, nullptr, Json{{meta::kEpochNum, epoch}});
-    if (acc.bbox >= options_.target_bbox && acc.segm >= options_.target_segm) {
+    if (counts && acc.bbox >= options_.target_bbox && acc.segm >= options_.target_segm) {
       target_reached_ = true;
       result_.converged_epoch = epoch;
       converged = true;
@@ -74,6 +78,43 @@ void TimedRun::run_validation(int64_t epoch) {
   }
 }
 
+namespace {
+
+// The median and the 95th percentile (nearest rank) of `v`; -1 for none.
+std::pair<double, double> median_p95(std::vector<double> v) {
+  if (v.empty()) return {-1, -1};
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  const auto p95 = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));
+  return {median, v[std::max<size_t>(p95, 1) - 1]};
+}
+
+}  // namespace
+
+// Every rank's own step times of the epoch, gathered (a collective: every rank calls it at the
+// same point) and logged by rank 0: what `forecast` grows the slowest of many ranks from.
+void TimedRun::log_rank_step_seconds(int64_t epoch, std::vector<double> seconds) {
+  const auto [median, p95] = median_p95(std::move(seconds));
+  char mine[64];
+  std::snprintf(mine, sizeof mine, "%.9g %.9g", median, p95);
+  const std::vector<std::string> all =
+      comm_.world_size() > 1 ? comm_.allgather_bytes(mine) : std::vector<std::string>{mine};
+  if (!comm_.is_main()) return;
+  Json medians = Json::array(), p95s = Json::array();
+  bool any = false;
+  for (const std::string& r : all) {
+    double m = -1, p = -1;
+    if (std::sscanf(r.c_str(), "%lf %lf", &m, &p) != 2 || m < 0) {
+      medians.push_back(nullptr), p95s.push_back(nullptr);
+      continue;
+    }
+    any = true;
+    medians.push_back(m), p95s.push_back(p);
+  }
+  if (any) mllog_.log(key::kRankStepSeconds, Json{{"median", medians}, {"p95", p95s}}, Json{{meta::kEpochNum, epoch}});
+}
+
 void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::string& status) {
   const int64_t rank_images = train_->num_images() / std::max(1, comm_.world_size());
   bool stop = false;
@@ -87,7 +128,8 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
       RECORD_FUNCTION("mrcnn::data_wait", std::vector<c10::IValue>());
       return stream->next();
     };
-    int64_t images = 0;
+    int64_t images = 0, steps = 0;
+    std::vector<double> own_seconds;  // this rank's steps up to their all-reduce (the run's first aside)
     const auto epoch_t0 = std::chrono::steady_clock::now();
     // Step results arrive as the trainer reads them: with each step, or several at once. Each is
     // timed when its work was queued (the host runs at most a step ahead of a GPU, which it waits
@@ -96,6 +138,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     const train::Trainer::ResultSink record = [&](const train::StepResult& r) {
       const auto at = r.queued;
       images += r.images;
+      if (r.compute_seconds >= 0 && r.step > 0) own_seconds.push_back(r.compute_seconds);
       const double secs = std::chrono::duration<double>(at - epoch_t0).count();
       {
         std::lock_guard lock(mutex_);
@@ -112,7 +155,10 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
       while (auto batch = next_batch()) {
         notify([&](RunObserver& o) { o.step_starting(epoch); });
         trainer_.step(*batch, record);
+        ++steps;
         throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
+        // A measurement's epoch ends here, the same step on every rank.
+        if (options_.max_steps_per_epoch > 0 && steps >= options_.max_steps_per_epoch) break;
         if (target_reached()) {  // an earlier epoch's score arrived and met the targets
           stop = true;
           break;
@@ -125,6 +171,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     trainer_.read_results(record);
     mllog_.log(key::kEpochStop, nullptr, Json{{meta::kEpochNum, epoch}});
     mllog_.log(key::kBlockStop, nullptr, Json{{meta::kFirstEpochNum, epoch}});
+    log_rank_step_seconds(epoch, std::move(own_seconds));
     notify([&](RunObserver& o) { o.epoch_done(epoch); });
     if (stop) break;
 
@@ -199,6 +246,9 @@ RunResult TimedRun::run() {
   };
 
   try {
+    if (options_.max_steps_per_epoch > 0 && comm_.is_main())
+      logging::info("a measurement, not a result: every epoch ends after " + std::to_string(options_.max_steps_per_epoch) +
+                    " steps (run.max_steps_per_epoch); the run does not converge");
     train_ = parts_.train_data();
     val_ = parts_.val_data();
     scorer_ = parts_.scorer();

@@ -116,6 +116,9 @@ class RunObserver {
 struct TimedRunOptions {
   int64_t first_epoch = 1;  // > 1 when resuming from a checkpoint
   int64_t max_epochs = 20;
+  // > 0: a measurement run (config::RunSettings::max_steps_per_epoch): each epoch stops after this
+  // many steps; scores are logged, but the run never succeeds.
+  int64_t max_steps_per_epoch = 0;
   double target_bbox = 0.377;
   double target_segm = 0.339;
   // false: the training thread waits for each epoch's score before going on (for debugging;
@@ -168,6 +171,7 @@ class TimedRun {
   // Every observer's run_stopped(aborted); an observer's error is logged, not thrown.
   void tell_run_stopped(bool aborted);
   void log_accuracy(int64_t epoch, std::exception_ptr error, const Accuracy& acc);
+  void log_rank_step_seconds(int64_t epoch, std::vector<double> seconds);
   void run_validation(int64_t epoch);
   template <typename Hook>
   void notify(Hook hook);

@@ -50,6 +50,8 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
   const bool shared = model_.samples_keyed_by_image() && !batch.image_ids.empty();
   model_.set_step_seed(seeding::step_seed(options_.seed, shared ? 0 : comm_.rank(), step_));
   sgd_.zero_grad();
+  const at::Device device = sgd_.parameters().front().tensor.device();
+  auto start = clock_.mark(device);
   const auto losses = [&] {
     RECORD_FUNCTION("mrcnn::forward", std::vector<c10::IValue>());
     return model_.losses(batch);
@@ -61,6 +63,7 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     if (reducer_) reducer_->prepare();
     scaler_.scale_loss(total).backward();
   }
+  auto reduce = clock_.mark(device);
 
   const auto& params = sgd_.parameters();
   if (reducer_) {
@@ -94,7 +97,8 @@ void Trainer::step(const model::Batch& batch, const ResultSink& done) {
     at::Tensor values = at::cat(parts).to(wide);
     if (clip) values = at::cat({values, norm.reshape({1}).to(wide)});
     r.queued = std::chrono::steady_clock::now();
-    unread_.push_back({std::move(r), std::move(values)});
+    if (device.is_cpu()) r.compute_seconds = StepClock::seconds(start, reduce), start.reset(), reduce.reset();
+    unread_.push_back({std::move(r), std::move(values), std::move(start), std::move(reduce)});
   }
   ++step_;
   if (static_cast<int64_t>(unread_.size()) >= options_.results_every) read_results(done);
@@ -129,6 +133,7 @@ void Trainer::read_results(const ResultSink& done) {
   const bool on_gpu = !device.is_cpu();
   for (size_t k = 0; k < steps.size(); ++k) {
     StepResult& r = steps[k].known;
+    if (steps[k].start) r.compute_seconds = StepClock::seconds(steps[k].start, steps[k].reduce);
     const double* v = mean.data_ptr<double>() + offset[k];
     const double* mine = own.data_ptr<double>() + offset[k];
     int64_t i = 0;

@@ -33,6 +33,7 @@
 #include "benchmark/train/loss_scaler.h"
 #include "benchmark/train/lr_schedule.h"
 #include "benchmark/train/sgd.h"
+#include "benchmark/train/step_clock.h"
 #include "benchmark/train/trainer_state.h"
 #include "model/options.h"
 #include "model/structures.h"
@@ -101,6 +102,12 @@ struct StepResult {
   // When the host had queued the step's work. A device's results are read every
   // results_every_steps steps, several at once: the read's time is the last one's, not theirs.
   std::chrono::steady_clock::time_point queued{};
+  // This rank's own part of the step: its forward and backward, up to where it waits for the
+  // other ranks in the gradient all-reduce (seconds; < 0 where the device cannot time it). On
+  // the CPU the host's clock; on a GPU a pair of device events on the step's stream, read with
+  // the step's results (no extra wait). What makes the slowest rank of many slower than one
+  // (forecast's straggler term).
+  double compute_seconds = -1;
 };
 
 class Trainer {
@@ -153,7 +160,9 @@ class Trainer {
   struct Unread {
     StepResult known;
     at::Tensor values;
+    std::shared_ptr<StepClock::Mark> start, reduce;  // device events (null on the CPU)
   };
+  StepClock clock_;
   std::vector<Unread> unread_;
 };
 

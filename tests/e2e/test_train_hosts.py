@@ -147,7 +147,16 @@ def check_converged_log(cluster, data, tmp):
     official = env.run([env.PYTHON, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
                         "--ruleset", "3.1.0", log, "--log_output", tmp / "cc.log"], cwd=tmp)
     assert official.returncode == 0, official.stdout + official.stderr
-    print("2 hosts, targets reached: rank 0's log passes mlperf-maskrcnn check and the official checker")
+    # Every rank's own step times, per epoch (what forecast grows the slowest rank from).
+    per_epoch = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in log.read_text().splitlines()
+                 if '"rank_step_seconds"' in line]
+    assert [r["metadata"]["epoch_num"] for r in per_epoch] == [1, 2], per_epoch
+    for r in per_epoch:
+        med, p95 = r["value"]["median"], r["value"]["p95"]
+        assert len(med) == len(p95) == 2 and all(0 < m <= p for m, p in zip(med, p95)), r
+    print("2 hosts, targets reached: rank 0's log passes mlperf-maskrcnn check and the official checker; "
+          "both ranks' own step times logged (median " +
+          ", ".join(f"{m * 1e3:.0f}" for m in per_epoch[-1]["value"]["median"]) + " ms)")
 
 
 def has_mpi():

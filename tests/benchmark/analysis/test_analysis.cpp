@@ -194,6 +194,23 @@ TEST(Audit, IdenticalRunsAreBitIdentical) {
   for (const SetupDifference& d : r.setup) EXPECT_FALSE(d.changes_results) << d.what;
 }
 
+// A configuration key added after a run was kept is absent from its config.json: against the value
+// the older run ran under (0: whole epochs) it is no difference; against another, it changes results.
+TEST(Audit, AKeyAbsentFromAnOlderRunEqualsItsDefault) {
+  RunRecord a = run_with(1, {3.0, 2.5}, {0.1});
+  a.config = Json{{"run", {{"max_epochs", 2}}}};
+  RunRecord b = a;
+  b.config["run"]["max_steps_per_epoch"] = 0;
+  b.config["launch"] = {{"network_gbps", 0.0}};
+  EXPECT_EQ(audit_runs(a, b).verdict, AuditResult::Verdict::kIdentical) << audit_runs(a, b).headline;
+  b.config["run"]["max_steps_per_epoch"] = 50;
+  const AuditResult r = audit_runs(a, b);
+  ASSERT_EQ(r.setup.size(), 1u) << r.headline;
+  EXPECT_EQ(r.setup[0].what, "config run.max_steps_per_epoch");
+  EXPECT_EQ(r.setup[0].a, "(absent)");
+  EXPECT_TRUE(r.setup[0].changes_results);
+}
+
 TEST(Audit, NamesTheFirstDivergingStep) {
   const RunRecord a = run_with(1, {3.0, 2.5, 2.0, 1.5}, {0.1});
   RunRecord b = a;

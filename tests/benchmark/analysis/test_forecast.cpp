@@ -171,3 +171,64 @@ TEST(Forecast, ANodeOntoItselfGivesBackItsParts) {
 
 }  // namespace
 }  // namespace mrcnn::analysis
+
+namespace mrcnn::analysis {
+namespace {
+
+// E[max of R standard normals] = integral of x R phi(x) Phi(x)^(R-1), summed here on a fine grid.
+double integrated_max_normal(int64_t ranks) {
+  const double h = 1e-3;
+  double sum = 0;
+  for (double x = -10; x < 10; x += h) {
+    const double phi = std::exp(-x * x / 2) / std::sqrt(2 * M_PI), cdf = std::erfc(-x / std::sqrt(2.0)) / 2;
+    sum += x * static_cast<double>(ranks) * phi * std::pow(cdf, static_cast<double>(ranks - 1)) * h;
+  }
+  return sum;
+}
+
+TEST(Forecast, TheSlowestOfManyRanksIsTheNormalsExpectedMaximum) {
+  EXPECT_EQ(expected_max_normal(1), 0);
+  EXPECT_NEAR(integrated_max_normal(2), 1 / std::sqrt(M_PI), 1e-6);  // the closed form at 2
+  for (const int64_t r : {2, 4, 8, 16, 64, 256, 1024, 10000}) {
+    const double exact = integrated_max_normal(r);
+    EXPECT_NEAR(expected_max_normal(r), exact, (r < 8 ? 0.05 : 0.01) * exact) << r << " ranks";
+  }
+}
+
+// The ranks' own step times grow the step from the ranks measured to the target's: a measured
+// spread cv adds cv * t_compute * (z(R) - z(R0)) a step, the band runs from none to twice that, and
+// a node onto itself adds nothing. Published logs (no rank_step_seconds) add nothing either.
+TEST(Forecast, StragglersGrowWithTheRanksFromTheMeasuredSpread) {
+  Measurement m;
+  m.label = "node";
+  m.accelerators_per_node = 8;
+  m.accelerator_model = "H100";
+  m.global_batch = 96;
+  m.batch = 12;
+  m.first = 1, m.step = 0.064, m.pause = 3, m.tail = 9, m.epochs = 14, m.runs = 1;
+  m.network_gbps = 3200;
+  m.step_cv = 0.05, m.timed_ranks = 8;
+  Target t{.name = "same", .nodes = 1, .accelerators_per_node = 8, .accelerator_model = "H100", .global_batch = 96, .batch = 12};
+  const Forecast self = predict({m}, t);
+  ASSERT_EQ(self.refused, "");
+  EXPECT_EQ(self.parts.step_straggler, 0);
+  EXPECT_EQ(self.low, self.high);
+  t.name = "four", t.nodes = 4, t.global_batch = 128, t.batch = 4, t.network_gbps = 3200;
+  const Forecast four = predict({m}, t);
+  ASSERT_EQ(four.refused, "");
+  const double z32 = expected_max_normal(32), z8 = expected_max_normal(8);
+  EXPECT_NEAR(four.parts.step_compute, 0.064 * (4 + 2) / (12 + 2), 1e-12);
+  EXPECT_NEAR(four.parts.step_straggler, 0.05 * four.parts.step_compute * (z32 - z8), 1e-12);
+  EXPECT_NEAR(four.parts.straggler, four.parts.epochs * static_cast<double>(four.parts.steps_per_epoch) * four.parts.step_straggler, 1e-9);
+  Measurement unlogged = m;
+  unlogged.step_cv = 0, unlogged.timed_ranks = 0;
+  const Forecast plain = predict({unlogged}, t);
+  EXPECT_NEAR(four.minutes - plain.minutes, four.parts.straggler / 60, 1e-9);
+  // The band's straggler excursion, none to twice the term, on top of the others (which the
+  // longer step widens as well: the RCP's epoch spread multiplies it).
+  EXPECT_GE((four.high - four.low) - (plain.high - plain.low), 2 * four.parts.straggler / 60 - 1e-9);
+  EXPECT_LE(four.low, plain.minutes + 1e-9);
+}
+
+}  // namespace
+}  // namespace mrcnn::analysis

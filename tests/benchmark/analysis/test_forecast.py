@@ -57,7 +57,8 @@ def mllog(key, t, value=None, **meta):
     return ":::MLLOG " + json.dumps(rec) + "\n"
 
 
-def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_batch, batch, status="success"):
+def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_batch, batch, status="success",
+                  rank_steps=None):
     t = 1_700_000_000_000.0
     lines = [mllog("submission_benchmark", t, "maskrcnn"), mllog("submission_division", t, "open"),
              mllog("submission_org", t, "gen"), mllog("global_batch_size", t, global_batch),
@@ -69,6 +70,9 @@ def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_ba
         lines.append(mllog("epoch_start", t, epoch_num=e))
         t += (epoch1_s if e == 1 else epoch_s) * 1000
         lines.append(mllog("epoch_stop", t, epoch_num=e))
+        if rank_steps:  # this project's harness: every rank's own step, median and p95
+            lines.append(mllog("rank_step_seconds", t, {"median": [m for m, _ in rank_steps],
+                                                        "p95": [p for _, p in rank_steps]}, epoch_num=e))
         lines.append(mllog("eval_accuracy", t + 500, {"BBOX": 0.1 + 0.02 * e, "SEGM": 0.1 + 0.02 * e}, epoch_num=e))
         if e < epochs:
             t += pause_s * 1000
@@ -77,11 +81,13 @@ def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_ba
     return "".join(lines)
 
 
-def generated_system(root, name, nodes, per_node, global_batch, batch, epoch_s, network="2x 100Gb/s", status="success"):
+def generated_system(root, name, nodes, per_node, global_batch, batch, epoch_s, network="2x 100Gb/s", status="success",
+                     rank_steps=None):
     folder = root / "gen" / "results" / name / "maskrcnn"
     folder.mkdir(parents=True)
     for i in range(5):
-        (folder / f"result_{i}.txt").write_text(generated_run(2.0, 50.0, epoch_s, 3.0, 12.0, 14, global_batch, batch, status))
+        (folder / f"result_{i}.txt").write_text(generated_run(2.0, 50.0, epoch_s, 3.0, 12.0, 14, global_batch, batch, status,
+                                                              rank_steps))
     desc = {"submitter": "gen", "division": "open", "system_name": name, "number_of_nodes": str(nodes),
             "accelerators_per_node": str(per_node), "accelerator_model_name": "Test GPU", "framework": "test",
             "host_networking": network}
@@ -145,6 +151,27 @@ def check_generated(tmp):
     print("two measured batches: the step interpolated between them; global batch 768 refused; a run stopped at "
           "its budget measures the step (epochs from the RCP); auto: "
           + ", ".join(f"{f['nodes']} nodes at global batch {f['global_batch_size']}" for f in auto["forecasts"]))
+
+
+def check_stragglers(tmp):
+    """Logged rank_step_seconds grow the step with the ranks: cv * t_compute * (z(R) - z(R0))."""
+    from statistics import NormalDist
+    root = tmp / "straggler-tree"
+    median = 0.05
+    ranks = [(median, median * (1 + 1.645 * cv)) for cv in (0.03, 0.04, 0.04, 0.05, 0.04, 0.02, 0.06, 0.04)]
+    generated_system(root, "node-timed", 1, 8, 96, 12, 60.0, rank_steps=ranks)
+    out, p = forecast(["--measured", root, "--nodes", "1,4", "--global-batch", "128"], tmp)
+    assert "spread 4.0 % (8 timed)" in p.stdout, p.stdout
+    one, four = out["forecasts"]
+    assert one["parts_s"]["step_straggler"] == 0, one
+
+    def z(r):
+        return NormalDist().inv_cdf((r - 0.375) / (r + 0.25))
+    want = 0.04 * four["parts_s"]["step_compute"] * (z(32) - z(8))
+    assert close(four["parts_s"]["step_straggler"], want, 1e-6), (four["parts_s"], want)
+    assert four["parts_s"]["stragglers"] > 0 and four["low"] < four["minutes"] < four["high"], four
+    print(f"stragglers: 8 ranks timed at a 4.0 % spread add {want * 1e3:.3f} ms a step at 32 ranks "
+          f"({four['parts_s']['stragglers'] / 60:.3f} of {four['minutes']:.2f} min)")
 
 
 def validate(trees, tmp):
@@ -264,6 +291,7 @@ def main():
     with env.scratch_dir("forecast") as tmp:
         tmp = pathlib.Path(tmp)
         check_generated(tmp)
+        check_stragglers(tmp)
         tree = check_fixture(tmp)
         check_page(tree, tmp)
         check_broken(tree, tmp)

@@ -149,6 +149,8 @@ std::string error_of(const std::vector<std::string>& overrides, const std::strin
 
 TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"run.max_epoch=3"}).find("--set run.max_epoch=3: unknown key 'run.max_epoch'"), std::string::npos);
+  EXPECT_NE(error_of({"run.max_steps_per_epoch=-1"}).find("run.max_steps_per_epoch: expected a value in [0, 1000000000], got -1"),
+            std::string::npos);
   EXPECT_NE(error_of({"run.max_epochs=0"}).find("--set run.max_epochs=0: run.max_epochs: expected a value in [1, 100000], got 0"),
             std::string::npos);
   // An image size no codec accepts is refused by name, before any allocation (100000 px would

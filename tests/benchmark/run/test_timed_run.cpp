@@ -43,6 +43,7 @@ struct ToyRun {
   uint64_t seed = 7;
   int64_t results_every = 1;
   std::chrono::milliseconds step_time{0};
+  int64_t max_steps_per_epoch = 0;
   std::vector<RunObserver*> observers;  // besides the metrics file
 
   RunResult run(const std::filesystem::path& log_path, const std::string& metrics = "") const {
@@ -75,7 +76,8 @@ struct ToyRun {
       observers.push_back(metrics_file.get());
     }
     TimedRun timed(mllog, model, trainer, std::move(parts), *comm,
-                   {.max_epochs = max_epochs, .async_eval = async, .observers = observers});
+                   {.max_epochs = max_epochs, .max_steps_per_epoch = max_steps_per_epoch, .async_eval = async,
+                    .observers = observers});
     return timed.run();
   }
 };
@@ -264,6 +266,40 @@ TEST(TimedRun, EpochBudgetSpentEndsAborted) {
   // Compliant as a log, but without a target line the closed division does not pass.
   const auto report = logging::check_log_file((s.dir / "mlperf.log").string());
   EXPECT_FALSE(report.passed);
+}
+
+// A measurement for `forecast` (run.max_steps_per_epoch): every epoch ends after its steps and is
+// still evaluated; scores that meet the targets do not end it, and its run_stop says aborted. Each
+// epoch logs the rank's own step times (from its second step on: the first warms up).
+TEST(TimedRun, AMeasurementCutsEveryEpochAndNeverConverges) {
+  Scratch s;
+  ToyRun cfg;
+  cfg.max_epochs = 5;  // the targets are met at epoch 4
+  cfg.max_steps_per_epoch = 2;
+  cfg.step_time = std::chrono::milliseconds(5);
+  const RunResult r = cfg.run(s.dir / "mlperf.log");
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.epochs_trained, 5);
+  EXPECT_EQ(r.steps.size(), 10u);
+  EXPECT_EQ(r.accuracies.size(), 5u);
+  for (const train::StepResult& step : r.steps) EXPECT_GE(step.compute_seconds, 0.005) << "step " << step.step;
+  const std::string text = read(s.dir / "mlperf.log");
+  EXPECT_NE(text.find("\"status\": \"aborted\""), std::string::npos);
+  int logged = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\"rank_step_seconds\"") == std::string::npos) continue;
+    const auto j = nlohmann::json::parse(line.substr(line.find('{')));
+    ASSERT_EQ(j["value"]["median"].size(), 1u) << line;
+    const double median = j["value"]["median"][0], p95 = j["value"]["p95"][0];
+    EXPECT_GE(median, 0.005) << line;
+    EXPECT_GE(p95, median) << line;
+    EXPECT_EQ(j["metadata"]["epoch_num"], ++logged) << line;
+  }
+  EXPECT_EQ(logged, 5);
+  const auto report = logging::check_log_file((s.dir / "mlperf.log").string());  // the key is the project's own
+  for (const auto& m : report.errors) EXPECT_NE(m.key, "rank_step_seconds") << m.text;
+  for (const auto& m : report.warnings) EXPECT_NE(m.key, "rank_step_seconds") << m.text;
 }
 
 // run_stopped comes once, after run_stop is in the log, on a successful and on an aborted run; an
