@@ -24,14 +24,17 @@ constexpr const char* kUsage = R"usage(usage: mlperf-maskrcnn forecast --measure
        mlperf-maskrcnn forecast --validate TREE... [--json FILE]
 
 Predicts the MLPerf Mask R-CNN score (minutes to train) of a system that has not run, from the
-runs of one node (results folders as `report` reads them: each system found is one measurement,
-at its per-accelerator batch; measure two batches to replace the assumed fixed cost a step). For
+runs of one node (results folders as `report` reads them, or run folders as `train --out DIR`
+leaves them: each system or DIR is one measurement, at its per-accelerator batch; measure two
+batches to replace the assumed fixed cost a step; `--set run.max_steps_per_epoch=N` measures a
+batch in minutes). Where the runs log every rank's own step times (this project's harness), the
+wait for the slowest rank grows with the target's ranks. For
 each target: the forecast with a low-high band from what was not measured, the assumption that
 dominates the band and what to measure to remove it, the parts (compute, exposed all-reduce,
 evaluation pauses, start and tail, epochs from the RCP), accelerator-hours, cost, and flags
 (batch measured or extrapolated, network-bound, dedicated evaluation ranks, another node).
 
-  --measured RESULTS...  results folders of the measured node
+  --measured RESULTS...  results folders or `train --out` folders of the measured node
   --nodes N,N,...        targets: the measured node at these node counts
   --system FILE          a target described by an MLPerf system JSON (or a project system file,
                          its "system" section and "extends" followed); repeatable

@@ -52,8 +52,8 @@ std::string format_forecasts(const std::vector<Measurement>& measured, const std
                     joined(f.flags, "; ")});
   }
   o << "\n" << aligned(rows, {false, true, true, false, true, true, true, true, true, true, true, true, true, false});
-  o << "\nminutes: the forecast time to train, its band from what was not measured; compute, all-reduce (exposed), "
-       "evaluation pauses and start+tail in minutes.\n";
+  o << "\nminutes: the forecast time to train, its band from what was not measured; compute, stragglers (the wait "
+       "for the slowest rank beyond the measured node's), all-reduce (exposed), evaluation pauses and start+tail in minutes.\n";
   for (const Forecast& f : forecasts)
     if (f.refused.empty() && !f.dominant.empty())
       o << f.target.name << ": the band is widest in " << f.dominant << "; to narrow it: " << f.remedy << "\n";

@@ -184,8 +184,11 @@ Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) 
   return t;
 }
 
-RunSummary summarize_run(const fs::path& file) {
-  RunSummary s{.file = file.string(), .run = read_run(file.string())};
+// A result file, or a run folder (its mlperf_log.txt the file checked and named).
+RunSummary summarize_run(const fs::path& path) {
+  std::error_code ec;
+  const fs::path file = fs::is_directory(path, ec) ? path / "mlperf_log.txt" : path;
+  RunSummary s{.file = file.string(), .run = read_run(path.string())};
   const logging::CheckReport check = logging::check_log_file(file.string());
   s.compliant = check.readable && check.passed;
   if (!s.compliant)
@@ -313,10 +316,26 @@ void summarize_speed(SystemReport& s) {
   s.throughput_note += runs;
 }
 
-SystemReport report_system(const fs::path& folder, const std::string& source, const ReportOptions& options) {
-  SystemReport s{.name = folder.parent_path().filename().string(), .folder = folder.string(), .source = source};
+// The run folders `train --out DIR` leaves: DIR itself when it is one, else each folder in it that
+// is one (not the `latest` link to one of them).
+std::vector<fs::path> run_folders(const fs::path& p) {
+  std::error_code ec;
+  if (fs::is_regular_file(p / "mlperf_log.txt", ec)) return {p};
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(p, ec))
+    if (e.is_directory(ec) && !e.is_symlink(ec) && fs::is_regular_file(e.path() / "mlperf_log.txt", ec)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A system's runs: the result files of its maskrcnn folder (named for <system>/maskrcnn), or run
+// folders (named for the folder given).
+SystemReport report_system(const fs::path& folder, const std::string& source, const ReportOptions& options,
+                           const std::vector<fs::path>& runs = {}) {
+  SystemReport s{.name = (runs.empty() ? folder.parent_path() : folder).filename().string(), .folder = folder.string(),
+                 .source = source};
   s.label = s.name;
-  for (const fs::path& f : result_files(folder, &s.problems)) s.runs.push_back(summarize_run(f));
+  for (const fs::path& f : runs.empty() ? result_files(folder, &s.problems) : runs) s.runs.push_back(summarize_run(f));
   for (const RunSummary& r : s.runs)
     if (!r.run.benchmark.empty() && r.run.benchmark != "maskrcnn")
       throw ReportError(r.file + ": a result of benchmark '" + r.run.benchmark + "', not Mask R-CNN (maskrcnn)");
@@ -427,9 +446,14 @@ std::vector<SystemReport> build_report(const std::vector<std::string>& paths, co
     if (!root.has_filename() && root.has_parent_path()) root = root.parent_path();
     std::vector<fs::path> folders;
     find_benchmark_folders(root, 0, folders);
-    if (folders.empty())
+    if (folders.empty()) {
+      if (const std::vector<fs::path> runs = run_folders(root); !runs.empty()) {
+        if (seen.insert(fs::weakly_canonical(root, ec).string()).second) out.push_back(report_system(root, root.string(), options, runs));
+        continue;
+      }
       throw ReportError(p + ": no results found (expected <system>/maskrcnn/result_N.txt, as run_and_time.sh files them, "
-                        "or a submission folder with results/)");
+                        "a submission folder with results/, or run folders as `train --out` leaves them)");
+    }
     for (const fs::path& f : folders) {
       const std::string key = fs::weakly_canonical(f, ec).string();
       if (seen.insert(key).second) out.push_back(report_system(f, root.string(), options));

@@ -289,6 +289,11 @@ RunResult TimedRun::run() {
       logging::info(logging::strprintf("time to train: %.1f s (%.2f min), targets reached at epoch %lld",
                                        result_.run_seconds, result_.run_seconds / 60.0,
                                        static_cast<long long>(result_.converged_epoch)));
+    else if (options_.max_steps_per_epoch > 0)
+      logging::info(logging::strprintf("measurement done: %lld epochs of up to %lld steps (%.1f s); a measurement for "
+                                       "`forecast --measured`, not a result",
+                                       static_cast<long long>(options_.max_epochs),
+                                       static_cast<long long>(options_.max_steps_per_epoch), wall));
     else
       logging::warn(logging::strprintf("run aborted: targets not reached in %lld epochs (%.1f s)",
                                        static_cast<long long>(options_.max_epochs), wall));

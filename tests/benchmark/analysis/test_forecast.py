@@ -170,6 +170,19 @@ def check_stragglers(tmp):
     want = 0.04 * four["parts_s"]["step_compute"] * (z(32) - z(8))
     assert close(four["parts_s"]["step_straggler"], want, 1e-6), (four["parts_s"], want)
     assert four["parts_s"]["stragglers"] > 0 and four["low"] < four["minutes"] < four["high"], four
+    # The same runs as `train --out DIR` leaves them (DIR/<run>/mlperf_log.txt, config.json with the
+    # description, a `latest` link): one measurement of this project's harness.
+    out_dir = tmp / "train-out"
+    desc = json.loads((root / "gen" / "systems" / "node-timed.json").read_text())
+    for i in range(2):
+        run = out_dir / f"20261127T00000{i}Z-seed{i}"
+        run.mkdir(parents=True)
+        run.joinpath("mlperf_log.txt").write_text(generated_run(2.0, 50.0, 60.0, 3.0, 12.0, 3, 96, 12, "aborted", ranks))
+        run.joinpath("config.json").write_text(json.dumps({"system": desc, "run": {"max_steps_per_epoch": 0}}))
+    (out_dir / "latest").symlink_to(run.name)
+    folder, p = forecast(["--measured", out_dir, "--nodes", "1", "--global-batch", "96"], tmp)
+    assert "train-out: 1x8 Test GPU" in p.stdout and "2 run(s)" in p.stdout and "(8 timed)" in p.stdout, p.stdout
+    assert close(folder["forecasts"][0]["parts_s"]["step_compute"], 60.0 / math.ceil(COCO_TRAIN / 96)), folder
     print(f"stragglers: 8 ranks timed at a 4.0 % spread add {want * 1e3:.3f} ms a step at 32 ranks "
           f"({four['parts_s']['stragglers'] / 60:.3f} of {four['minutes']:.2f} min)")
 
