@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "model/ops/box_coder.h"
-#include "model/ops/boxes.h"
+#include "model/ops/box/box_coder.h"
+#include "model/ops/box/boxes.h"
 #include "model/ops/host_copy.h"
 #include "model/ops/mask_targets.h"
-#include "model/ops/matcher.h"
+#include "model/ops/box/matcher.h"
 #include "model/ops/multilevel_roi_align.h"
 #include "model/ops/nms.h"
-#include "model/ops/sampler.h"
+#include "model/ops/box/sampler.h"
 #include "model/precision.h"
 
 namespace mrcnn::model {

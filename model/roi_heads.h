@@ -28,7 +28,7 @@
 #include "model/box_head.h"
 #include "model/mask_head.h"
 #include "model/ops/proposals.h"
-#include "model/ops/sampler.h"
+#include "model/ops/box/sampler.h"
 #include "model/options.h"
 #include "model/stage_losses.h"
 #include "model/targets.h"

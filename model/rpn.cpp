@@ -12,12 +12,12 @@
 #include <stdexcept>
 
 #include "model/init.h"
-#include "model/ops/anchor_generator.h"
-#include "model/ops/box_coder.h"
-#include "model/ops/boxes.h"
+#include "model/ops/box/anchor_generator.h"
+#include "model/ops/box/box_coder.h"
+#include "model/ops/box/boxes.h"
 #include "model/ops/host_copy.h"
-#include "model/ops/matcher.h"
-#include "model/ops/sampler.h"
+#include "model/ops/box/matcher.h"
+#include "model/ops/box/sampler.h"
 #include "model/precision.h"
 
 namespace mrcnn::model {

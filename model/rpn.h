@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "model/ops/proposals.h"
-#include "model/ops/sampler.h"
+#include "model/ops/box/sampler.h"
 #include "model/options.h"
 #include "model/stage_losses.h"
 #include "model/targets.h"

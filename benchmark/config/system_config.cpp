@@ -8,6 +8,7 @@
 
 #include "benchmark/data/image_codec.h"
 #include "logging/closed_division.h"
+#include "model/ops/devices.h"
 #include "model/options_json.h"
 
 namespace mrcnn::config {
@@ -60,7 +61,7 @@ void fields(V& v, LaunchSettings& l) {
 template <class V>
 void fields(V& v, RunSettings& s) {
   v("device", s.device, {.required = true});
-  v("ops", s.ops, {.allowed = {"native", "portable", "auto"}});
+  v("ops", s.ops);
   v("precision", s.precision, {.required = true});
   v("channels_last", s.channels_last);
   v("seed", s.seed, {.range = {.min = 0, .max = 4294967295.0}, .required = true});
@@ -148,6 +149,9 @@ class ReadFields {
   void operator()(const char* key, model::Precision& x, const Spec& s = {}) {
     if (s.required || r_.has(key)) x = model::parse_precision(r_.string(key, {"fp32", "bf16", "fp16"}));
   }
+  void operator()(const char* key, ops::Implementation& x, const Spec& s = {}) {
+    if (s.required || r_.has(key)) x = ops::parse_implementation(r_.string(key, {"native", "portable", "auto"}));
+  }
   void operator()(const char* key, std::vector<int64_t>& x, const Spec& s = {}) {
     if (s.required || r_.has(key)) x = r_.integers(key, s.range);
   }
@@ -203,6 +207,7 @@ class FillDefaults {
     return x;
   }
   static Json value(const model::Precision& p) { return model::to_string(p); }
+  static Json value(const ops::Implementation& i) { return ops::to_string(i); }
   static Json value(const std::array<float, 3>& a) { return {shortest(a[0]), shortest(a[1]), shortest(a[2])}; }
   Json& j_;
 };
@@ -275,19 +280,6 @@ model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) 
   return m;
 }
 
-// The device names a run accepts: cpu, or a LibTorch device type with an optional index.
-bool known_device(const std::string& device) {
-  if (device == "cpu" || device == "mps") return true;
-  for (const std::string type : {"cuda", "hpu", "xpu"}) {
-    if (device == type) return true;
-    if (device.starts_with(type + ":")) {
-      const std::string index = device.substr(type.size() + 1);
-      return !index.empty() && index.size() <= 4 &&
-             index.find_first_not_of("0123456789") == std::string::npos;
-    }
-  }
-  return false;
-}
 
 [[noreturn]] void fail_at(const SystemConfig& c, const std::string& path, const std::string& problem) {
   throw ConfigError(c.source(path) + ": " + path + ": " + problem);
@@ -296,23 +288,21 @@ bool known_device(const std::string& device) {
 // Checks that need more than one key.
 void validate(const SystemConfig& c) {
   const std::string& device = c.run.device;
-  if (!known_device(device))
-    fail_at(c, "run.device",
-            "expected \"cpu\", \"cuda\", \"cuda:N\", \"hpu\", \"hpu:N\", \"xpu\", \"xpu:N\" or \"mps\", got \"" +
-                device + "\"");
+  const ops::DeviceKind* kind = ops::device_kind(device);
+  if (kind == nullptr) fail_at(c, "run.device", "expected " + ops::device_names() + ", got \"" + device + "\"");
+  const bool cuda = kind->type == c10::DeviceType::CUDA;
   if (!c.launch.backend_library.empty() && !c.launch.backend_library.starts_with("/"))
     fail_at(c, "launch.backend_library",
             "expected an absolute path (the library the run loads, fingerprints and names), got \"" +
                 c.launch.backend_library + "\"");
-  const bool native_device = device == "cpu" || device.starts_with("cuda");
-  if (c.run.ops == "native" && !native_device)
+  if (c.run.ops == ops::Implementation::kNative && !kind->native_kernels)
     fail_at(c, "run.ops",
             "\"native\" kernels exist for the CPU and NVIDIA GPUs only; " + device +
                 " needs \"portable\" (or \"auto\", which picks it)");
-  if (c.run.precision == model::Precision::kFloat16 && !device.starts_with("cuda"))
+  if (c.run.precision == model::Precision::kFloat16 && !cuda)
     fail_at(c, "run.precision", "fp16 (with loss scaling) is for CUDA devices; use bf16 on " + device);
   // bf16 on CUDA: autocast bfloat16, no loss scaling (Ampere and newer; a V100 emulates it slowly).
-  if (c.run.cuda_graph_shapes > 0 && !device.starts_with("cuda"))
+  if (c.run.cuda_graph_shapes > 0 && !cuda)
     fail_at(c, "run.cuda_graph_shapes", "CUDA graphs need run.device \"cuda\", not \"" + device + "\" (set 0)");
   // On an H200 (2026-11-26) the step of a second captured shape differed from the eager step
   // (tests/model/test_feature_graphs.cpp, OnCudaGraphedTrainingIsTheEagerTraining); one shape matched.

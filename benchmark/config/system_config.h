@@ -33,6 +33,7 @@
 #include "benchmark/config/config_reader.h"
 #include "benchmark/data/transforms.h"
 #include "model/options.h"
+#include "model/ops/implementation.h"
 
 namespace mrcnn::config {
 
@@ -79,8 +80,9 @@ struct RunSettings {
   // cpu | cuda | cuda:N (NVIDIA, or AMD under a ROCm LibTorch) | hpu | hpu:N | xpu | xpu:N | mps
   std::string device = "cpu";
   // The custom ops (model/ops/implementation.h): native kernels, portable ATen compositions, or
-  // auto (native where the device has them: the CPU, NVIDIA GPUs; portable elsewhere).
-  std::string ops = "auto";
+  // auto (native where the device has them: the CPU, NVIDIA GPUs; portable elsewhere). Parsed
+  // here, typed after.
+  ops::Implementation ops = ops::Implementation::kAuto;
   // fp32 | bf16 (CPU, HPU: autocast bfloat16) | fp16 (CUDA: autocast float16 with loss scaling)
   model::Precision precision = model::Precision::kFloat32;
   bool channels_last = false;

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "model/ops/ops.h"
-#include "model/ops/randperm_prefix.h"
+#include "model/ops/box/randperm_prefix.h"
 
 namespace {
 

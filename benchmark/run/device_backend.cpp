@@ -5,6 +5,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <dlfcn.h>
 
+#include "model/ops/devices.h"
 #include "model/ops/implementation.h"
 
 namespace mrcnn::run {
@@ -26,21 +27,8 @@ bool has_device_backend(c10::DeviceType type) {
 }
 
 std::string backend_hint(c10::DeviceType type) {
-  switch (type) {
-    case c10::DeviceType::HPU:
-      return "install Intel Gaudi's PyTorch bridge (habana_frameworks, SynapseAI) and set "
-             "launch.backend_library to its libhabana_pytorch_plugin.so";
-    case c10::DeviceType::XPU:
-      return "use a LibTorch built with XPU support (Intel's oneAPI), or set launch.backend_library "
-             "to the library that registers it";
-    case c10::DeviceType::MPS:
-      return "use a LibTorch for macOS on Apple silicon, which has the MPS backend";
-    case c10::DeviceType::CUDA:
-      return "use a LibTorch built with CUDA (NVIDIA) or ROCm (AMD)";
-    default:
-      return "use a LibTorch with a backend for it, or set launch.backend_library to the library "
-             "that registers it";
-  }
+  if (const ops::DeviceKind* kind = ops::device_kind(type)) return std::string(kind->install);
+  return "use a LibTorch with a backend for it, or set launch.backend_library to the library that registers it";
 }
 
 void require_device_backend(const config::SystemConfig& c) {
@@ -70,7 +58,7 @@ void require_device_backend(const config::SystemConfig& c) {
                         c10::DeviceTypeName(type, true) + " device(s)" +
                         (device.has_index() ? ", not index " + std::to_string(device.index()) : ""));
   }
-  if (c.run.ops == "native" && !ops::has_native_kernels(type))
+  if (c.run.ops == ops::Implementation::kNative && !ops::has_native_kernels(type))
     throw ConfigError(c.source("run.ops") + ": run.ops: \"native\": this build has no native kernels for " +
                       c.run.device + "; use \"portable\" (or \"auto\", which picks it)");
 }

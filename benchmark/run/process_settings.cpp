@@ -28,7 +28,7 @@ std::string cublas_workspace_for_determinism(const char* current) {
 void apply_launch_settings(const SystemConfig& c, int local_rank) {
   load_backend_library(c);  // the device's bridge (check_inputs has checked it registers the device)
   at::set_num_threads(static_cast<int>(c.launch.threads_per_rank));
-  ops::set_implementation(ops::parse_implementation(c.run.ops));
+  ops::set_implementation(c.run.ops);
   if (!apply_host_memory(host_memory_from_string(c.launch.host_memory)))
     logging::warn("launch.host_memory \"" + c.launch.host_memory +
                   "\" cannot be applied with this C library: freed host memory goes back to the system");

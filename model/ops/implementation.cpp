@@ -6,6 +6,8 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "model/ops/devices.h"
+
 namespace mrcnn::ops {
 namespace {
 
@@ -35,8 +37,9 @@ void set_implementation(Implementation implementation) { g_implementation.store(
 Implementation implementation() { return g_implementation.load(std::memory_order_relaxed); }
 
 bool has_native_kernels(c10::DeviceType device) {
+  const DeviceKind* kind = device_kind(device);
+  if (kind == nullptr || !kind->native_kernels) return false;
   if (device == c10::DeviceType::CPU) return true;
-  if (device != c10::DeviceType::CUDA) return false;
   // The CUDA kernels are registered when libmrcnn_ops was built with them (nvcc and a CUDA
   // LibTorch); a ROCm LibTorch also names its GPUs "cuda" but never gets them.
   static const bool cuda = [] {
@@ -56,7 +59,8 @@ bool use_portable(c10::DeviceType device) {
 }
 
 bool supports_float64(c10::DeviceType device) {
-  return device == c10::DeviceType::CPU || device == c10::DeviceType::CUDA;
+  const DeviceKind* kind = device_kind(device);
+  return kind != nullptr && kind->float64;
 }
 
 std::string resolved_implementation(Implementation implementation, c10::DeviceType device) {

@@ -15,7 +15,7 @@
 
 #include "model/ops/multilevel_roi_align.h"
 #include "model/ops/roi_align.h"
-#include "model/ops/roi_align_check.h"
+#include "model/ops/detail/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "model/ops/cpu/nms_impl.h"
-#include "model/ops/nms_check.h"
+#include "model/ops/detail/nms_impl.h"
+#include "model/ops/detail/nms_check.h"
 
 namespace mrcnn::ops {
 namespace {

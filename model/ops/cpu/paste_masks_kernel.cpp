@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "model/ops/paste_masks_check.h"
-#include "model/ops/paste_masks_geometry.h"
+#include "model/ops/detail/paste_masks_check.h"
+#include "model/ops/detail/paste_masks_geometry.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -19,8 +19,8 @@
 #include <numeric>
 #include <type_traits>
 
-#include "model/ops/cpu/nms_impl.h"
-#include "model/ops/proposals_check.h"
+#include "model/ops/detail/nms_impl.h"
+#include "model/ops/detail/proposals_check.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -9,7 +9,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cpu/roi_align_impl.h"
-#include "model/ops/roi_align_check.h"
+#include "model/ops/detail/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {

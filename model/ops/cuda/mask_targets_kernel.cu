@@ -15,12 +15,16 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <cstdint>
+#include <torch/library.h>
 
-#include "model/ops/cuda/mask_targets_cuda.h"
+#include <cstdint>
+#include <stdexcept>
+
 #include "model/ops/device_faults.h"
 #include "model/ops/host_copy.h"
-#include "model/ops/mask_raster.h"
+#include "model/ops/detail/mask_raster.h"
+#include "model/ops/detail/mask_targets_check.h"
+#include "model/ops/polygon_list.h"
 
 namespace mrcnn::ops {
 namespace {
@@ -121,8 +125,6 @@ __global__ void mask_targets_kernel(const double* coords, const int64_t* poly_of
   }
 }
 
-}  // namespace
-
 at::Tensor mask_targets_cuda(const PolygonList& gt_polygons, const at::Tensor& matched_gt_index,
                              const at::Tensor& proposals, int64_t resolution) {
   const c10::cuda::CUDAGuard guard(proposals.device());
@@ -148,5 +150,24 @@ at::Tensor mask_targets_cuda(const PolygonList& gt_polygons, const at::Tensor& m
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
+
+// The dispatcher's CUDA kernel: the checks every implementation makes (detail/), then the
+// polygons, host data, copied over.
+at::Tensor mask_targets_cuda_op(const at::Tensor& coords, const at::Tensor& poly_offsets,
+                                const at::Tensor& instance_offsets, const at::Tensor& matched_gt_index,
+                                const at::Tensor& proposals, int64_t resolution) {
+  const PolygonList polygons{coords, poly_offsets, instance_offsets};
+  detail::check_mask_targets_inputs(polygons, matched_gt_index, proposals, resolution);  // std::invalid_argument
+  TORCH_CHECK(proposals.is_cuda(), "mrcnn::mask_targets: proposals on ", proposals.device(),
+              " with another argument on a GPU: the proposals' device runs the op");
+  // The polygons' offsets are host data, checked above; values on the device (a fault, not a throw).
+  TORCH_CHECK(coords.is_cpu() && poly_offsets.is_cpu() && instance_offsets.is_cpu(),
+              "mrcnn::mask_targets: the PolygonList must be on the host");
+  return mask_targets_cuda(polygons, matched_gt_index, proposals, resolution);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) { m.impl("mask_targets", TORCH_FN(mask_targets_cuda_op)); }
 
 }  // namespace mrcnn::ops

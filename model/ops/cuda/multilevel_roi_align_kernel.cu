@@ -10,8 +10,8 @@
 #include <torch/library.h>
 
 #include "model/ops/cuda/roi_align_launch.cuh"
-#include "model/ops/level_range.h"
-#include "model/ops/roi_align_check.h"
+#include "model/ops/detail/level_range.h"
+#include "model/ops/detail/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -12,7 +12,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cuda/nms_segmented.cuh"
-#include "model/ops/nms_check.h"
+#include "model/ops/detail/nms_check.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "model/ops/cuda/cuda_helpers.h"
 #include "model/ops/device_faults.h"
-#include "model/ops/paste_masks_check.h"
-#include "model/ops/paste_masks_geometry.h"
+#include "model/ops/detail/paste_masks_check.h"
+#include "model/ops/detail/paste_masks_geometry.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -22,7 +22,7 @@
 #include "model/ops/cuda/nms_segmented.cuh"
 #include "model/ops/device_faults.h"
 #include "model/ops/host_copy.h"
-#include "model/ops/proposals_check.h"
+#include "model/ops/detail/proposals_check.h"
 
 namespace mrcnn::ops {
 namespace {

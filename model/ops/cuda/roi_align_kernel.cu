@@ -10,7 +10,7 @@
 #include <torch/library.h>
 
 #include "model/ops/cuda/roi_align_launch.cuh"
-#include "model/ops/roi_align_check.h"
+#include "model/ops/detail/roi_align_check.h"
 
 namespace mrcnn::ops {
 namespace {

@@ -35,8 +35,8 @@
 #include <string>
 #include <utility>
 
-#include "model/ops/mask_raster.h"
-#include "model/ops/mask_targets_check.h"
+#include "model/ops/detail/mask_raster.h"
+#include "model/ops/detail/mask_targets_check.h"
 #include "model/ops/implementation.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"

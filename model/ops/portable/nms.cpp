@@ -33,8 +33,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/ops/cpu/nms_impl.h"
-#include "model/ops/nms_check.h"
+#include "model/ops/detail/nms_impl.h"
+#include "model/ops/detail/nms_check.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
 

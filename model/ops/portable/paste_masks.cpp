@@ -22,7 +22,7 @@
 #include <optional>
 #include <string>
 
-#include "model/ops/paste_masks_check.h"
+#include "model/ops/detail/paste_masks_check.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "model/ops/polygon_list.h"
-#include "model/ops/proposals.h"
+#include "model/ops/proposal_types.h"
 
 namespace mrcnn::ops::portable {
 

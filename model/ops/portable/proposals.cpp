@@ -43,7 +43,7 @@
 
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
-#include "model/ops/proposals_check.h"
+#include "model/ops/detail/proposals_check.h"
 
 namespace mrcnn::ops::portable {
 namespace {

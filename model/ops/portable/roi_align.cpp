@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/ops/level_range.h"
-#include "model/ops/roi_align_check.h"
+#include "model/ops/detail/level_range.h"
+#include "model/ops/detail/roi_align_check.h"
 #include "model/ops/portable/portable.h"
 #include "model/ops/portable/value_checks.h"
 

@@ -173,7 +173,7 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"launch.backend_library=\"libhabana_pytorch_plugin.so\""})
                 .find("launch.backend_library: expected an absolute path"),
             std::string::npos);
-  EXPECT_EQ(load_system_config(kSystems + "habana-gaudi2-hls.json", {}).run.ops, "portable");
+  EXPECT_EQ(load_system_config(kSystems + "habana-gaudi2-hls.json", {}).run.ops, ops::Implementation::kPortable);
   EXPECT_NE(error_of({"run.max_epochs=\"ten\""}).find("run.max_epochs: expected an integer, got a string \"ten\""),
             std::string::npos);
   EXPECT_NE(error_of({"run.seed.x=1"}).find("--set run.seed.x=1: run.seed holds an integer"), std::string::npos);

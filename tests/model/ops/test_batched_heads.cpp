@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "model/ops/boxes.h"
-#include "model/ops/matcher.h"
-#include "model/ops/sampler.h"
+#include "model/ops/box/boxes.h"
+#include "model/ops/box/matcher.h"
+#include "model/ops/box/sampler.h"
 
 namespace {
 

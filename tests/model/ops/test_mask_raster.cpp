@@ -1,4 +1,4 @@
-// The point-by-point form of the polygon rasterizer (model/ops/mask_raster.h), which the CUDA
+// The point-by-point form of the polygon rasterizer (model/ops/detail/mask_raster.h), which the CUDA
 // mask-target kernel runs with one thread per point, checked here on the host: every point tested
 // on its own with polygon_boundary, parities toggled and summed in column-major order with XOR,
 // polygons OR-ed, gives exactly the CPU mask targets (the same points walked one after another),
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "eval/rle.h"
-#include "model/ops/mask_raster.h"
+#include "model/ops/detail/mask_raster.h"
 #include "model/ops/ops.h"
 
 namespace mrcnn::ops {

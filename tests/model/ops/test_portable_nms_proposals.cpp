@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/ops/anchor_generator.h"
+#include "model/ops/box/anchor_generator.h"
 #include "model/ops/implementation.h"
 #include "model/ops/nms.h"
 #include "model/ops/portable/portable.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/ops/randperm_prefix.h"
+#include "model/ops/box/randperm_prefix.h"
 
 namespace {
 

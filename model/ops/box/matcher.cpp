@@ -1,5 +1,5 @@
 // Matcher in ATen operators (any device), torchvision's algorithm step for step.
-#include "model/ops/matcher.h"
+#include "model/ops/box/matcher.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>

@@ -1,6 +1,6 @@
 // BalancedPositiveNegativeSampler: torchvision's draw (two randperm calls on the caller's
 // generator), written with ATen operators.
-#include "model/ops/sampler.h"
+#include "model/ops/box/sampler.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "model/ops/host_copy.h"
-#include "model/ops/randperm_prefix.h"
+#include "model/ops/box/randperm_prefix.h"
 
 namespace mrcnn::ops {
 

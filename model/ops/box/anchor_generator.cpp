@@ -1,5 +1,5 @@
 // AnchorGenerator: torchvision's anchors, computed with the same float32 operations.
-#include "model/ops/anchor_generator.h"
+#include "model/ops/box/anchor_generator.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>

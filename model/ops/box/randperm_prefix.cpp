@@ -1,6 +1,6 @@
 // randperm_prefix: the used prefix of LibTorch's CPU Fisher-Yates shuffle, and the skip of the
 // generator over the draws the rest of the shuffle would have made.
-#include "model/ops/randperm_prefix.h"
+#include "model/ops/box/randperm_prefix.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/MT19937RNGEngine.h>

@@ -1,6 +1,6 @@
 // Box utilities in ATen operators (one implementation for every device, differentiable where
 // the math is), registered as composite ops for the Python parity tests.
-#include "model/ops/boxes.h"
+#include "model/ops/box/boxes.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>

@@ -1,6 +1,6 @@
 // BoxCoder in ATen operators, following torchvision's encode_boxes / decode_single expression
 // for expression, so that results agree bit for bit on the same device.
-#include "model/ops/box_coder.h"
+#include "model/ops/box/box_coder.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
