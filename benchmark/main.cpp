@@ -14,7 +14,7 @@
 #include "benchmark/analysis/forecast_command.h"
 #include "benchmark/analysis/fingerprint.h"
 #include "benchmark/analysis/report_command.h"
-#include "eval/coco_eval_command.h"
+#include "benchmark/analysis/coco_eval_command.h"
 #include "logging/arguments.h"
 #include "logging/check_command.h"
 #include "logging/console.h"
@@ -110,11 +110,9 @@ int main(int argc, char** argv) {
     try {
       return c.main(static_cast<int>(args.size()), command_argv.data());
     } catch (const mrcnn::cli::UsageError& e) {  // the command line itself: nothing ran
-      std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, e.what());
-      return 2;
+      return mrcnn::cli::print_error(std::string("mlperf-maskrcnn ") + c.name, e, 2);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", c.name, mrcnn::logging::error_text(e).c_str());
-      return 1;
+      return mrcnn::cli::print_error(std::string("mlperf-maskrcnn ") + c.name, e, 1);
     }
   }
   std::string names;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "eval/coco_eval_detail.h"
 #include "eval/parallel.h"
 
 namespace mrcnn::eval {
@@ -24,285 +25,6 @@ constexpr double kEps = 2.220446049250313e-16;  // np.spacing(1)
 static_assert(kEps == std::numeric_limits<double>::epsilon());
 
 }  // namespace
-
-const char* to_string(IouType t) { return t == IouType::kBbox ? "bbox" : "segm"; }
-
-IouType parse_iou_type(std::string_view s) {
-  if (s == "bbox") return IouType::kBbox;
-  if (s == "segm") return IouType::kSegm;
-  throw std::invalid_argument("unknown IoU type '" + std::string(s) + "': expected bbox or segm");
-}
-
-std::vector<double> numpy_linspace(double start, double stop, size_t num) {
-  std::vector<double> y(num);
-  if (num == 0) return y;
-  if (num == 1) {
-    y[0] = start;
-    return y;
-  }
-  const double div = static_cast<double>(num - 1);
-  const double delta = stop - start;
-  const double step = delta / div;
-  for (size_t i = 0; i < num; ++i) {
-    // numpy: arange * step + start (two separate roundings), or arange / div * delta if step == 0
-    y[i] = step == 0 ? static_cast<double>(i) / div * delta + start : static_cast<double>(i) * step + start;
-  }
-  y[num - 1] = stop;
-  return y;
-}
-
-double numpy_pairwise_sum(const double* a, size_t n) {
-  if (n < 8) {
-    double res = 0.;
-    for (size_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int j = 0; j < 8; ++j) r[j] = a[j];
-    size_t i = 8;
-    for (; i < n - (n % 8); i += 8) {
-      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
-    }
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return numpy_pairwise_sum(a, n2) + numpy_pairwise_sum(a + n2, n - n2);
-}
-
-EvalParams EvalParams::coco_default() {
-  EvalParams p;
-  // int(np.round((0.95 - .5) / .05)) + 1 == 10 and int(np.round((1.00 - .0) / .01)) + 1 == 101
-  p.iou_thresholds = numpy_linspace(.5, 0.95, 10);
-  p.recall_thresholds = numpy_linspace(.0, 1.00, 101);
-  return p;
-}
-
-// ---- summary --------------------------------------------------------------------------------------
-
-namespace {
-
-struct SummarySpec {
-  bool ap;
-  double iou;  // < 0: all thresholds
-  const char* area;
-  int max_dets_index;
-};
-constexpr SummarySpec kSummary[12] = {
-    {true, -1, "all", 2},    {true, .5, "all", 2},    {true, .75, "all", 2},
-    {true, -1, "small", 2},  {true, -1, "medium", 2}, {true, -1, "large", 2},
-    {false, -1, "all", 0},   {false, -1, "all", 1},   {false, -1, "all", 2},
-    {false, -1, "small", 2}, {false, -1, "medium", 2}, {false, -1, "large", 2},
-};
-
-// _summarize(): the mean of the selected entries > -1 (numpy's pairwise mean), -1 if none.
-double summarize_one(const EvalResult& r, const EvalParams& p, const SummarySpec& s) {
-  const uint32_t max_det = p.max_dets[static_cast<size_t>(s.max_dets_index)];
-  std::vector<size_t> ts, as, ms;
-  for (size_t t = 0; t < p.iou_thresholds.size(); ++t) {
-    if (s.iou < 0 || p.iou_thresholds[t] == s.iou) ts.push_back(t);
-  }
-  for (size_t a = 0; a < p.area_labels.size(); ++a) {
-    if (p.area_labels[a] == s.area) as.push_back(a);
-  }
-  for (size_t m = 0; m < p.max_dets.size(); ++m) {
-    if (p.max_dets[m] == max_det) ms.push_back(m);
-  }
-  // numpy's s[:, :, :, aind, mind] pairs aind and mind elementwise (both of length 1 here).
-  const size_t pairs = std::min(as.size(), ms.size());
-  std::vector<double> vals;
-  if (s.ap) {
-    for (size_t t : ts)
-      for (size_t ri = 0; ri < r.R; ++ri)
-        for (size_t k = 0; k < r.K; ++k)
-          for (size_t j = 0; j < pairs; ++j) {
-            const double v = r.precision[(((t * r.R + ri) * r.K + k) * r.A + as[j]) * r.M + ms[j]];
-            if (v > -1) vals.push_back(v);
-          }
-  } else {
-    for (size_t t : ts)
-      for (size_t k = 0; k < r.K; ++k)
-        for (size_t j = 0; j < pairs; ++j) {
-          const double v = r.recall[((t * r.K + k) * r.A + as[j]) * r.M + ms[j]];
-          if (v > -1) vals.push_back(v);
-        }
-  }
-  if (vals.empty()) return -1;
-  return numpy_pairwise_sum(vals.data(), vals.size()) / static_cast<double>(vals.size());
-}
-
-}  // namespace
-
-std::string EvalResult::summary() const {
-  const EvalParams p = EvalParams::coco_default();
-  std::string out;
-  char line[160];
-  for (const SummarySpec& s : kSummary) {
-    char iou[32];
-    if (s.iou < 0) {
-      std::snprintf(iou, sizeof iou, "%0.2f:%0.2f", p.iou_thresholds.front(), p.iou_thresholds.back());
-    } else {
-      std::snprintf(iou, sizeof iou, "%0.2f", s.iou);
-    }
-    const size_t i = static_cast<size_t>(&s - kSummary);
-    std::snprintf(line, sizeof line, " %-18s %s @[ IoU=%-9s | area=%6s | maxDets=%3u ] = %0.3f\n",
-                  s.ap ? "Average Precision" : "Average Recall", s.ap ? "(AP)" : "(AR)", iou,
-                  s.area, p.max_dets[static_cast<size_t>(s.max_dets_index)], stats[i]);
-    out += line;
-  }
-  return out;
-}
-
-// ---- ground truth, prepared once -------------------------------------------------------------------
-
-// Cells of the ground truth: per image (sorted by id), the annotations grouped by category (sorted
-// by id), file order within a group.
-struct CocoEvaluator::GtCache {
-  std::vector<uint64_t> image_ids, category_ids;  // sorted
-  std::unordered_map<uint64_t, uint32_t> image_rank, category_rank;
-  std::vector<uint32_t> image_pos;                 // rank -> position in Dataset::images
-  std::vector<uint32_t> ann_order;                 // annotation positions, by (image, category)
-  struct Group {
-    uint32_t cat;    // category rank
-    uint32_t begin;  // range in ann_order
-    uint32_t end;
-  };
-  std::vector<Group> groups;
-  std::vector<uint32_t> group_start;  // per image rank, +1
-};
-
-CocoEvaluator::CocoEvaluator(std::shared_ptr<const Dataset> gt, EvalOptions options)
-    : gt_(std::move(gt)), threads_(detail::resolve_threads(options.threads)) {
-  if (!gt_) throw std::invalid_argument("CocoEvaluator: no ground truth dataset");
-  if (!gt_->indexed()) {
-    throw std::invalid_argument(
-        "CocoEvaluator: the ground truth dataset is not indexed (call Dataset::build_index() "
-        "after filling or changing its vectors)");
-  }
-  auto c = std::make_unique<GtCache>();
-  const Dataset& ds = *gt_;
-  std::vector<uint32_t> img(ds.images.size()), cat(ds.categories.size());
-  std::iota(img.begin(), img.end(), 0u);
-  std::iota(cat.begin(), cat.end(), 0u);
-  std::sort(img.begin(), img.end(), [&](uint32_t a, uint32_t b) { return ds.images[a].id < ds.images[b].id; });
-  std::sort(cat.begin(), cat.end(),
-            [&](uint32_t a, uint32_t b) { return ds.categories[a].id < ds.categories[b].id; });
-  for (uint32_t r = 0; r < img.size(); ++r) {
-    c->image_ids.push_back(ds.images[img[r]].id);
-    c->image_rank.emplace(ds.images[img[r]].id, r);
-  }
-  for (uint32_t r = 0; r < cat.size(); ++r) {
-    c->category_ids.push_back(ds.categories[cat[r]].id);
-    c->category_rank.emplace(ds.categories[cat[r]].id, r);
-  }
-  c->image_pos = img;
-  c->group_start.push_back(0);
-  std::vector<std::pair<uint32_t, uint32_t>> tmp;  // (category rank, annotation position)
-  for (uint32_t r = 0; r < img.size(); ++r) {
-    tmp.clear();
-    for (uint32_t a : ds.annotations_of_image(ds.images[img[r]].id)) {
-      auto it = c->category_rank.find(ds.annotations[a].category_id);
-      if (it == c->category_rank.end()) continue;  // cannot happen after build_index()
-      tmp.emplace_back(it->second, a);
-    }
-    std::stable_sort(tmp.begin(), tmp.end(),
-                     [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (size_t i = 0; i < tmp.size(); ++i) {
-      if (i == 0 || tmp[i].first != tmp[i - 1].first) {
-        c->groups.push_back({tmp[i].first, static_cast<uint32_t>(c->ann_order.size()), 0});
-      }
-      c->ann_order.push_back(tmp[i].second);
-      c->groups.back().end = static_cast<uint32_t>(c->ann_order.size());
-    }
-    c->group_start.push_back(static_cast<uint32_t>(c->groups.size()));
-  }
-  cache_ = std::move(c);
-  image_masks_once_ = std::make_unique<std::once_flag[]>(img.size());
-  gt_masks_.resize(ds.annotations.size());
-  gt_mask_boxes_.resize(ds.annotations.size());
-}
-
-CocoEvaluator::~CocoEvaluator() = default;
-
-const CocoEvaluator::GtCache& CocoEvaluator::gt_cache() const { return *cache_; }
-
-namespace {
-// "<file>: ground truth annotations[i]", naming the file when the dataset was read from one.
-std::string gt_element(const Dataset& ds, size_t i) {
-  return (ds.source.empty() ? "" : ds.source + ": ") + "ground truth annotations[" + std::to_string(i) + "]";
-}
-
-// to_rle(s, h, w, name()), building the name only for an error: the common kinds (polygons, and
-// compressed RLE of the right size) are decoded here with to_rle's exact error messages.
-template <class Name>
-Rle to_rle_named(const Segmentation& s, uint32_t h, uint32_t w, Name&& name) {
-  const bool fast = s.kind == Segmentation::Kind::kPolygons ||
-                    (s.kind == Segmentation::Kind::kCompressedRle && s.height == h && s.width == w);
-  if (!fast) return to_rle(s, h, w, name());
-  try {
-    if (s.kind == Segmentation::Kind::kPolygons) return from_polygons(s.polygons, h, w);
-    return from_compressed(s.compressed, h, w);
-  } catch (const std::invalid_argument& e) {
-    throw CocoError(name() + ": " + e.what());
-  }
-}
-}  // namespace
-
-void CocoEvaluator::check_gt_segmentations() const {
-  std::call_once(checked_once_, [this]() {
-    const Dataset& ds = *gt_;
-    for (size_t i = 0; i < ds.annotations.size(); ++i) {
-      const Annotation& a = ds.annotations[i];
-      const Segmentation& s = a.segmentation;
-      const Image* im = ds.find_image(a.image_id);
-      auto what = [&]() { return gt_element(ds, i) + " (id " + std::to_string(a.id) + ")"; };
-      if (s.kind == Segmentation::Kind::kNone) throw CocoError(what() + ": has no segmentation");
-      if (s.kind == Segmentation::Kind::kPolygons) {  // coordinates checked when read
-        // pycocotools' frPyObjects takes a first polygon of 4 numbers for a box and refuses
-        // fewer ("input type is not supported"): an empty polygon is a damaged annotation.
-        const size_t n = s.polygons.empty() ? 0 : s.polygons[0].size();
-        if (n < 4)
-          throw CocoError(what() + ": segmentation polygon 0 has " + std::to_string(n) +
-                          " coordinates (pycocotools refuses fewer than 4)");
-        continue;
-      }
-      const uint32_t h = static_cast<uint32_t>(im->height), w = static_cast<uint32_t>(im->width);
-      if (s.height != h || s.width != w) {
-        throw CocoError(what() + ": RLE size [" + std::to_string(s.height) + ", " +
-                        std::to_string(s.width) + "] differs from its image's [" +
-                        std::to_string(h) + ", " + std::to_string(w) + "]");
-      }
-      try {
-        if (s.kind == Segmentation::Kind::kCompressedRle) check_compressed(s.compressed, h, w);
-        if (s.kind == Segmentation::Kind::kRle) from_counts(s.counts, h, w);
-      } catch (const std::invalid_argument& e) {
-        throw CocoError(what() + ": " + e.what());
-      }
-    }
-  });
-}
-
-void CocoEvaluator::ensure_image_masks(uint32_t r) const {
-  std::call_once(image_masks_once_[r], [this, r]() {
-    const Dataset& ds = *gt_;
-    const GtCache& gc = *cache_;
-    const Image& im = ds.images[gc.image_pos[r]];
-    for (uint32_t g = gc.group_start[r]; g < gc.group_start[r + 1]; ++g) {
-      for (uint32_t x = gc.groups[g].begin; x < gc.groups[g].end; ++x) {
-        const uint32_t i = gc.ann_order[x];
-        const Annotation& a = ds.annotations[i];
-        gt_masks_[i] = to_rle_named(a.segmentation, static_cast<uint32_t>(im.height),
-                                    static_cast<uint32_t>(im.width), [&]() {
-                                      return gt_element(ds, i) + " (id " + std::to_string(a.id) + ")";
-                                    });
-        gt_mask_boxes_[i] = to_bbox(gt_masks_[i]);
-      }
-    }
-  });
-}
 
 // ---- evaluation --------------------------------------------------------------------------------------
 
@@ -482,7 +204,7 @@ ImageDetections image_detections(std::span<const Detection> dets, std::span<cons
         if (d.segmentation.empty()) {
           out.masks[k] = from_box(d.bbox, ih, iw);  // loadRes: the box as a polygon
         } else {
-          out.masks[k] = to_rle_named(d.segmentation, ih, iw, [&]() { return det_name(di); });
+          out.masks[k] = detail::to_rle_named(d.segmentation, ih, iw, [&]() { return det_name(di); });
         }
         out.mask_boxes[k] = to_bbox(out.masks[k]);
       } else if (need_segm && !d.segmentation.empty()) {
@@ -843,10 +565,6 @@ void accumulate(std::span<const Cell> cells, std::span<const double> dt_score, c
   });
 }
 
-// summarize(): the 12 stats.
-void summarize(EvalResult& r, const EvalParams& p) {
-  for (size_t i = 0; i < 12; ++i) r.stats[i] = summarize_one(r, p, kSummary[i]);
-}
 
 }  // namespace
 
@@ -870,7 +588,7 @@ struct CocoEvaluator::Matches {
 
 CocoEvaluator::Prepared CocoEvaluator::prepare(std::span<const Detection> dets, bool need_segm,
                                                uint32_t max_det) const {
-  const GtCache& gc = gt_cache();
+  const detail::GtCache& gc = gt_cache();
   const size_t I = gc.image_ids.size();
   Prepared out;
   out.need_segm = need_segm;
@@ -950,7 +668,7 @@ void CocoEvaluator::evaluate_image(uint32_t im, const Prepared& prepared, std::s
                                    Matches& out) const {
   const uint32_t cb = prepared.cell_start[im], ce = prepared.cell_start[im + 1];
   if (ce == cb) return;  // no ground truth, no detections
-  const GtCache& gc = gt_cache();
+  const detail::GtCache& gc = gt_cache();
   const std::span<const Cell> cells = std::span<const Cell>(prepared.cells).subspan(cb, ce - cb);
   const Image& image = gt_->images[gc.image_pos[im]];
   const ImageDetections dt =
@@ -984,7 +702,7 @@ EvalResult CocoEvaluator::evaluate(std::span<const Detection> detections, IouTyp
 std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
                                                 std::span<const IouType> types) const {
   const auto t_prepare = Clock::now();
-  const GtCache& gc = gt_cache();
+  const detail::GtCache& gc = gt_cache();
   const EvalParams p = EvalParams::coco_default();
   if (p.iou_thresholds.size() > kMaxThresholds) {
     throw std::logic_error("CocoEvaluator: at most 16 IoU thresholds");
@@ -1012,7 +730,7 @@ std::vector<EvalResult> CocoEvaluator::evaluate(std::span<const Detection> dets,
     r.dropped_detections = prepared.dropped;
     accumulate(prepared.cells, prepared.dt_score, by_cat, matches.flags[ty], matches.npig[ty], p,
                threads_, r);
-    summarize(r, p);
+    summarize_stats(r, p);
     r.prepare_seconds = prepare_seconds;
     r.evaluate_seconds = evaluate_seconds;
     r.accumulate_seconds = seconds_since(t_acc);

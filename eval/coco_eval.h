@@ -85,6 +85,14 @@ struct EvalOptions {
   int threads = 0;
 };
 
+// pycocotools' summarize(): the 12 stats of `r`'s arrays, in its order (evaluate() fills
+// EvalResult::stats with them).
+void summarize_stats(EvalResult& r, const EvalParams& p);
+
+namespace detail {
+struct GtCache;  // the ground truth's cells (coco_eval_detail.h)
+}  // namespace detail
+
 class CocoEvaluator {
  public:
   // Keeps `ground_truth` (shared, read-only) for its lifetime.
@@ -105,8 +113,7 @@ class CocoEvaluator {
   int threads() const { return threads_; }
 
  private:
-  struct GtCache;
-  const GtCache& gt_cache() const;        // sorted ids and cells, built in the constructor
+  const detail::GtCache& gt_cache() const;  // sorted ids and cells, built in the constructor
 
   // The phases of evaluate(), pycocotools' own (accumulate and summarize need no evaluator state
   // and are file-local in coco_eval.cpp). What they hand on is defined there too.
@@ -130,7 +137,7 @@ class CocoEvaluator {
 
   std::shared_ptr<const Dataset> gt_;
   int threads_;
-  std::unique_ptr<GtCache> cache_;
+  std::unique_ptr<detail::GtCache> cache_;
   mutable std::once_flag checked_once_;
   std::unique_ptr<std::once_flag[]> image_masks_once_;  // per image rank
   mutable std::vector<Rle> gt_masks_;                    // per annotation position

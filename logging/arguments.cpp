@@ -2,8 +2,11 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
+
+#include "logging/console.h"
 
 namespace mrcnn::cli {
 namespace {
@@ -18,9 +21,19 @@ std::string range_text(Range r) {
 
 }  // namespace
 
-Arguments::Arguments(int argc, char** argv, const ArgumentSpec& spec) {
+bool asks_help(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") help_ = true;
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  return false;
+}
+
+int print_error(const std::string& program, const std::exception& e, int status) {
+  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), logging::error_text(e).c_str());
+  return status;
+}
+
+Arguments::Arguments(int argc, char** argv, const ArgumentSpec& spec) {
+  help_ = asks_help(argc, argv);
   if (help_) return;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];

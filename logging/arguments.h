@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -71,5 +72,14 @@ class Arguments {
   std::vector<std::string> positional_;
   bool help_ = false;
 };
+
+// Whether `--help` or `-h` is anywhere on the command line: the one test every command makes, its
+// own parser or Arguments.
+bool asks_help(int argc, char** argv);
+
+// The one error line of every command, on stderr: "<program>: error: <what>", with `program`
+// "mlperf-maskrcnn <command>" (or the standalone "coco-eval") and the exception's message for a
+// person (logging::error_text: LibTorch's backtrace cut). Returns `status`, the exit status.
+int print_error(const std::string& program, const std::exception& e, int status);
 
 }  // namespace mrcnn::cli

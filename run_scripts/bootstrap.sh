@@ -54,7 +54,7 @@ debs=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev
-  libssl-dev   # libcrypto: the SHA-256 of the run fingerprint (benchmark/analysis/sha256.cpp)
+  libssl-dev   # libcrypto: the SHA-256 of the run fingerprint (logging/sha256.cpp)
   python3-venv
 )
 if [[ $profile == test ]]; then

@@ -184,8 +184,7 @@ int audit_main(int argc, char** argv) {
     }
     return result.exit_status();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlperf-maskrcnn audit: error: %s\n", e.what());
-    return 2;
+    return cli::print_error("mlperf-maskrcnn audit", e, 2);
   }
 }
 

@@ -163,8 +163,7 @@ int export_main(int argc, char** argv) {
       for (const std::string& f : write_csv(r, args.csv)) std::printf("CSV: %s\n", f.c_str());
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlperf-maskrcnn export: error: %s\n", e.what());
-    return 2;
+    return cli::print_error("mlperf-maskrcnn export", e, 2);
   }
 }
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 
 namespace mrcnn::analysis {
 
@@ -67,7 +67,7 @@ Json binary_fingerprint() {
     j["path"] = exe.string();
     static const std::string hash = [&] {  // once per process: train asks at start and for its fingerprint
       try {
-        return sha256_file(exe.string());
+        return logging::sha256_file(exe.string());
       } catch (const std::exception&) {  // replaced on disk while running: the hash stays empty
         return std::string();
       }
@@ -81,7 +81,7 @@ Json binary_fingerprint() {
     for (const auto& [name, path] : mapped_libraries(maps, "libmrcnn")) {
       paths[name] = path;
       try {
-        hashes[name] = sha256_file(path);
+        hashes[name] = logging::sha256_file(path);
       } catch (const std::exception&) {
         hashes[name] = "";
       }
@@ -141,10 +141,10 @@ Json file_fingerprint(const std::string& path) {
   std::error_code ec;
   const auto bytes = fs::file_size(path, ec);
   if (ec) throw std::runtime_error(path + ": " + ec.message());
-  return Json{{"path", path}, {"bytes", static_cast<int64_t>(bytes)}, {"sha256", sha256_file(path)}};
+  return Json{{"path", path}, {"bytes", static_cast<int64_t>(bytes)}, {"sha256", logging::sha256_file(path)}};
 }
 
-std::string config_sha256(const Json& resolved_config) { return sha256_hex(resolved_config.dump(2)); }
+std::string config_sha256(const Json& resolved_config) { return logging::sha256_hex(resolved_config.dump(2)); }
 
 Json fingerprint_summary(const Json& fp) {
   auto get = [&](const char* section, const char* key) -> Json {

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "benchmark/analysis/rcp.h"
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 
 namespace mrcnn::analysis {
 
@@ -420,8 +420,8 @@ Validation validate(const std::vector<SystemReport>& systems, const Assumptions&
   std::set<std::pair<std::string, std::string>> seen;  // (base logs, target logs) already counted
   const auto logs_hash = [](const SystemReport& s) {
     std::string all;
-    for (const RunSummary& r : s.runs) all += sha256_file(r.file);
-    return sha256_hex(all);
+    for (const RunSummary& r : s.runs) all += logging::sha256_file(r.file);
+    return logging::sha256_hex(all);
   };
   for (const auto& [key, members] : series) {
     const SystemReport* base = nullptr;

@@ -10,6 +10,7 @@
 
 #include "benchmark/analysis/forecast.h"
 #include "logging/arguments.h"
+#include "logging/json_file.h"
 
 namespace mrcnn::analysis {
 
@@ -73,12 +74,13 @@ std::vector<int64_t> node_list(const std::string& text) {
 }
 
 Json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) bad(path + ": cannot be read");
-  std::stringstream s;
-  s << in.rdbuf();
-  Json j = Json::parse(s.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) bad(path + ": not a JSON object");
+  Json j;
+  try {
+    j = logging::read_json_file(path);
+  } catch (const logging::JsonFileError& e) {
+    bad(e.what());
+  }
+  if (!j.is_object()) bad(path + ": not a JSON object");
   return j;
 }
 
@@ -237,11 +239,9 @@ int forecast_main(int argc, char** argv) {
     }
     return 0;
   } catch (const ReportError& e) {
-    std::fprintf(stderr, "mlperf-maskrcnn forecast: error: %s\n", e.what());
-    return 2;
+    return cli::print_error("mlperf-maskrcnn forecast", e, 2);
   } catch (const ForecastError& e) {
-    std::fprintf(stderr, "mlperf-maskrcnn forecast: error: %s\n", e.what());
-    return 2;
+    return cli::print_error("mlperf-maskrcnn forecast", e, 2);
   }
 }
 

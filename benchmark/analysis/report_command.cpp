@@ -77,8 +77,7 @@ int report_main(int argc, char** argv) {
     if (!html.empty()) std::printf("HTML: %s\n", write_report_html(systems, html).c_str());
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlperf-maskrcnn report: error: %s\n", e.what());
-    return 2;
+    return cli::print_error("mlperf-maskrcnn report", e, 2);
   }
 }
 

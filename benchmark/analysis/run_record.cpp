@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "logging/log_reader.h"
+#include "logging/json_file.h"
 
 namespace mrcnn::analysis {
 
@@ -146,9 +147,11 @@ void read_metrics(RunRecord& r) {
 }
 
 Json read_json(const std::string& path) {
-  Json j = Json::parse(read_text(path), nullptr, false);
-  if (j.is_discarded()) throw RunReadError(path + ": not valid JSON");
-  return j;
+  try {
+    return logging::read_json_file(path);
+  } catch (const logging::JsonFileError& e) {
+    throw RunReadError(e.what());
+  }
 }
 
 }  // namespace

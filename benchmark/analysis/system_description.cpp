@@ -1,4 +1,5 @@
 #include "benchmark/analysis/system_description.h"
+#include "logging/json_file.h"
 
 #include <cctype>
 #include <filesystem>
@@ -83,12 +84,11 @@ SystemDescription read_description(const std::vector<DescriptionCandidate>& cand
       d.problem = c.path + ": a folder where the system description should be";
       return d;
     }
-    std::ifstream in(c.path);
-    std::stringstream text;
-    text << in.rdbuf();
-    Json j = Json::parse(text.str(), nullptr, false);
-    if (!in || j.is_discarded()) {
-      d.problem = c.path + ": not readable as JSON";
+    Json j;
+    try {
+      j = logging::read_json_file(c.path);
+    } catch (const logging::JsonFileError& e) {
+      d.problem = c.path + ": not readable as JSON (" + std::string(e.what()).substr(c.path.size() + 2) + ")";
       return d;
     }
     if (c.section) {

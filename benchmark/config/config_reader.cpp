@@ -1,4 +1,5 @@
 #include "benchmark/config/config_reader.h"
+#include "logging/json_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -241,21 +242,10 @@ void apply_override(Json& config, const std::string& assignment, Origins& origin
 }
 
 Json read_json_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw ConfigError(path + ": is a directory, not a JSON file");
-  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path))
-    throw ConfigError(path + ": is not a regular file (a device or a pipe), not a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
-  std::ostringstream buf;
-  buf << in.rdbuf();
   try {
-    return Json::parse(buf.str());
-  } catch (const Json::parse_error& e) {
-    throw ConfigError(path + ": not valid JSON at byte " + std::to_string(e.byte) + ": " +
-                      std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
-  } catch (const Json::out_of_range& e) {  // a number beyond a double's range (1e999)
-    throw ConfigError(path + ": " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2) +
-                      " (beyond the range of a double)");
+    return logging::read_json_file(path);
+  } catch (const logging::JsonFileError& e) {
+    throw ConfigError(e.what());
   }
 }
 

@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 #include "benchmark/data/image_codec.h"
 #include "benchmark/data/transforms.h"
 #include "eval/coco.h"
@@ -369,7 +369,7 @@ CocoArrays build_coco_arrays(const eval::Dataset& coco, const CocoIndexOptions& 
 IndexSource describe_source(const std::string& json_path) {
   IndexSource s;
   s.mtime_ns = mtime_ns_of(json_path, &s.bytes);
-  s.sha256 = analysis::sha256_file(json_path);
+  s.sha256 = logging::sha256_file(json_path);
   return s;
 }
 
@@ -407,7 +407,7 @@ void write_coco_index(const std::string& index_path, const CocoArrays& a, const 
   append_section(payload, h.sections[kCategoryNames], std::span<const char>(names.data(), names.size()));
   append_section(payload, h.sections[kFileNames], a.file_names);
   h.file_bytes = kPayloadStart + payload.size();
-  const std::string digest = analysis::sha256_hex(payload);
+  const std::string digest = logging::sha256_hex(payload);
   std::memcpy(h.payload_sha256, digest.data(), 64);
 
   const std::string tmp = index_path + ".tmp." + std::to_string(::getpid());
@@ -464,7 +464,7 @@ bool json_unchanged(const std::string& json_path, const IndexHeader& h, IndexOpe
   }
   if (json_mtime != h.json_mtime_ns) {
     out.json_hashed = true;
-    if (analysis::sha256_file(json_path) != std::string(h.json_sha256, 64)) {
+    if (logging::sha256_file(json_path) != std::string(h.json_sha256, 64)) {
       out.status = IndexOpen::Status::kStale;
       out.reason = json_path + " changed since the index was prepared (its SHA-256 differs)";
       return false;
@@ -542,7 +542,7 @@ IndexOpen open_coco_index(const std::string& index_path, const std::string& json
                                .legacy_plus_one = h.legacy_plus_one != 0};
   if (!options_match(index_path, built, options, out)) return out;
   const std::string_view payload(static_cast<const char*>(m->base) + kPayloadStart, m->bytes - kPayloadStart);
-  if (analysis::sha256_hex(payload) != std::string(h.payload_sha256, 64)) corrupt(index_path, "checksum mismatch");
+  if (logging::sha256_hex(payload) != std::string(h.payload_sha256, 64)) corrupt(index_path, "checksum mismatch");
   out.arrays = read_arrays(index_path, std::move(m), h, built);
   out.status = IndexOpen::Status::kCurrent;
   return out;

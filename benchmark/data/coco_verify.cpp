@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 #include "benchmark/data/coco_index.h"
 #include "benchmark/data/coco_layout.h"
 #include "benchmark/data/image_codec.h"
@@ -138,7 +138,7 @@ void verify_split(const VerifyOptions& o, const std::string& split, VerifyReport
     return;
   }
   s.bytes = fs::file_size(s.annotation_file, ec);
-  s.sha256 = analysis::sha256_file(s.annotation_file);
+  s.sha256 = logging::sha256_file(s.annotation_file);
   const ReleaseFile* release = release_of(split);
   s.release_file = release && s.bytes == release->bytes && s.sha256 == release->sha256;
 

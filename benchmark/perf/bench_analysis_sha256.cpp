@@ -1,4 +1,4 @@
-// Google Benchmark suite of the run fingerprint's SHA-256 (analysis/sha256.h, libcrypto), on a
+// Google Benchmark suite of the run fingerprint's SHA-256 (logging/sha256.h, libcrypto), on a
 // 256 MiB buffer and a 256 MiB file in the page cache (a COCO run hashes ~470 MB of executable,
 // libraries and annotations after every run):
 //   BM_Sha256Hex                 sha256_hex of the buffer: libcrypto's hashing alone
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 
 namespace {
 
@@ -58,14 +58,14 @@ const std::string& file_path() {
 
 void BM_Sha256Hex(benchmark::State& state) {
   const auto& b = buffer();
-  for (auto _ : state) benchmark::DoNotOptimize(mrcnn::analysis::sha256_hex(b));
+  for (auto _ : state) benchmark::DoNotOptimize(mrcnn::logging::sha256_hex(b));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * b.size()));
 }
 BENCHMARK(BM_Sha256Hex)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Sha256File(benchmark::State& state) {
   const auto& p = file_path();
-  for (auto _ : state) benchmark::DoNotOptimize(mrcnn::analysis::sha256_file(p));
+  for (auto _ : state) benchmark::DoNotOptimize(mrcnn::logging::sha256_file(p));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
 }
 BENCHMARK(BM_Sha256File)->Unit(benchmark::kMillisecond)->UseRealTime();

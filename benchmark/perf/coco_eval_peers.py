@@ -118,7 +118,7 @@ def main():
         run_python_peer(*a.run_one)
         return
 
-    coco_eval = os.path.join(a.build_dir, "eval", "coco-eval")
+    coco_eval = os.path.join(a.build_dir, "benchmark", "analysis", "coco-eval")
     if not os.access(coco_eval, os.X_OK):
         sys.exit(f"{coco_eval} is missing: build it (ninja -C {a.build_dir} coco-eval)")
     gt_path, res_path = os.path.join(a.data, "gt.json"), os.path.join(a.data, "results.json")

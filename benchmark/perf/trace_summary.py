@@ -38,6 +38,9 @@ import statistics
 import sys
 import zlib
 
+from trace_memory import memory_summary  # noqa: F401  (re-exported)
+from trace_text import TOP_GAPS, TOP_KERNELS, headline, text  # noqa: F401  (text re-exported)
+
 STEP = "mrcnn::train_step"
 SCOPE_PREFIX = "mrcnn::"
 HOST_CATS = {"cpu_op", "operator", "user_annotation"}
@@ -53,8 +56,6 @@ SYNC = re.compile(r"^(cuda(Stream|Device|Event)Synchronize|cu(Stream|Ctx|Event)S
 # autograd engine's per-node work); a name ending in ":" is a prefix.
 SELF_TIME_OPS = ("aten::randperm", "aten::nonzero_static", "aten::nonzero", "aten::index_select",
                  "autograd::engine::evaluate_function:")
-TOP_KERNELS = 25
-TOP_GAPS = 15
 GAP_LIST_US = 20.0     # the JSON lists every idle gap longer than this, per step ...
 GAP_LIST_MAX = 500     # ... up to this many, the longest
 CONV_OPS = ("aten::convolution", "aten::convolution_backward")
@@ -539,152 +540,6 @@ def summarize(path, label=None, step_name=STEP):
     if tr.memory:
         out["memory"] = memory_summary(tr)
     return out
-
-
-def memory_summary(tr):
-    """The allocator's figures in a trace recorded with profile_memory, per device: the peaks
-    within the steps, what was allocated and reserved when mrcnn::forward, mrcnn::backward and
-    mrcnn::optimizer ended, and the ops that allocated the most."""
-    devices = {}
-    by_op = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0]))
-    events = sorted(tr.memory, key=lambda m: m[0])
-    for ts, pid, tid, a in events:
-        if tr.step_of(ts) is None:
-            continue
-        dev = f"{'cuda' if a.get('Device Type') == 1 else 'cpu'}:{a.get('Device Id', -1)}"
-        d = devices.setdefault(dev, {"peak_allocated_mb": 0.0, "peak_reserved_mb": 0.0, "at_scope_end": {}})
-        d["peak_allocated_mb"] = max(d["peak_allocated_mb"], a.get("Total Allocated", 0) / 2**20)
-        d["peak_reserved_mb"] = max(d["peak_reserved_mb"], a.get("Total Reserved", 0) / 2**20)
-        if a.get("Bytes", 0) > 0:
-            key = (pid, tid)
-            op = tr.innermost(ts, tr.is_op, thread=key) if key in tr.threads else None
-            o = by_op[dev][op.name if op else "(no op)"]
-            o[0] += 1
-            o[1] += a["Bytes"]
-    stamps = [m[0] for m in events]
-    for name in ("mrcnn::forward", "mrcnn::backward", "mrcnn::optimizer"):
-        ends = [h.end for h in tr.host if h.name == name and h.step is not None]
-        for dev, d in devices.items():
-            at = []
-            for end in ends:
-                for j in range(bisect.bisect_right(stamps, end) - 1, -1, -1):
-                    ts, _, _, a = events[j]
-                    if f"{'cuda' if a.get('Device Type') == 1 else 'cpu'}:{a.get('Device Id', -1)}" == dev:
-                        at.append((a.get("Total Allocated", 0) / 2**20, a.get("Total Reserved", 0) / 2**20))
-                        break
-            if at:
-                d["at_scope_end"][name] = {"allocated_mb": median(x[0] for x in at),
-                                           "reserved_mb": median(x[1] for x in at)}
-    n = len(tr.steps)
-    for dev, d in devices.items():
-        d["top_allocating_ops"] = [{"op": op, "allocations_per_step": c / n, "mb_per_step": b / n / 2**20}
-                                   for op, (c, b) in sorted(by_op[dev].items(), key=lambda kv: -kv[1][1])[:15]]
-    return devices
-
-
-# ---- text ------------------------------------------------------------------------------------
-
-def _f(v, scale=1.0, fmt=".1f"):
-    return "-" if v is None else format(v / scale, fmt)
-
-
-def headline(s):
-    """One PROFILE line: the side's headline figures (medians over its steps)."""
-    m = s["median"]
-    fields = [f"label={s['label']}", f"steps={s['steps']}", f"wall_ms={_f(m['wall_us'], 1e3, '.2f')}",
-              f"gpu_busy_ms={_f(m['gpu_busy_us'], 1e3, '.2f')}", f"gpu_idle_ms={_f(m['gpu_idle_us'], 1e3, '.2f')}",
-              f"kernels={_f(m['kernels'], 1, '.0f')}", f"launches={_f(m['launches'], 1, '.0f')}",
-              f"syncs={_f(m['syncs'], 1, '.0f')}", f"sync_wait_ms={_f(m['sync_wait_us'], 1e3, '.2f')}",
-              f"aten_ops={m['aten_ops']:.0f}", f"aten_top_level={m['aten_ops_top_level']:.0f}"]
-    return "PROFILE " + " ".join(fields)
-
-
-def text(summaries):
-    """The readable summary: the sides' headline figures side by side, then their tables."""
-    out = []
-    p = out.append
-    labels = [s["label"] for s in summaries]
-    w = max(14, *(len(x) + 2 for x in labels))
-    p("== " + ", ".join(f"{s['label']}: {s['trace']} ({s['steps']} steps of {s['step_name']})" for s in summaries))
-    for s in summaries:
-        if not s["gpu"]:
-            p(f"   {s['label']}: no GPU activity in this trace (a CPU run): GPU busy and idle time, kernels, "
-              f"launches and syncs are absent (shown as -)")
-    p(f"{'medians per step':34s}" + "".join(f"{x:>{w}s}" for x in labels))
-    rows = [("wall (ms)", "wall_us", 1e3, ".2f"), ("GPU busy (ms)", "gpu_busy_us", 1e3, ".2f"),
-            ("GPU idle (ms)", "gpu_idle_us", 1e3, ".2f"), ("kernels", "kernels", 1, ".0f"),
-            ("kernel launches", "launches", 1, ".0f"), ("host syncs", "syncs", 1, ".0f"),
-            ("host sync wait (ms)", "sync_wait_us", 1e3, ".2f"), ("ATen ops (all)", "aten_ops", 1, ".0f"),
-            ("ATen ops (top-level)", "aten_ops_top_level", 1, ".0f")]
-    for title, key, scale, fmt in rows:
-        p(f"{title:34s}" + "".join(f"{_f(s['median'][key], scale, fmt):>{w}s}" for s in summaries))
-    for s in summaries:
-        p(f"{'wall per step (ms), ' + s['label']:34s}" + " ".join(f"{r['wall_us'] / 1e3:.1f}" for r in s["per_step"]))
-    for s in summaries:
-        p(headline(s))
-
-    def side_by_side(title, names, cols):
-        """A table of rows `names` with, per side, the columns cols = [(header, fn(summary, name))]."""
-        p("")
-        p(title)
-        p(f"  {'':40s}" + "".join(f"{lab[:11] + ' ' + h:>{max(w, len(h) + 13)}s}" for lab in labels for h, _ in cols))
-        for name in names:
-            p(f"  {name[:40]:40s}" + "".join(f"{fn(s, name):>{max(w, len(h) + 13)}s}"
-                                            for s in summaries for h, fn in cols))
-
-    scope_names = sorted(set().union(*(s["scopes"] for s in summaries)))
-    side_by_side("per mrcnn:: scope, inclusive (ms per step)", scope_names,
-                 [("host", lambda s, n: _f(s["scopes"].get(n, {}).get("host_us_per_step"), 1e3, ".2f")),
-                  ("GPU", lambda s, n: _f(s["scopes"].get(n, {}).get("gpu_us_per_step"), 1e3, ".2f"))])
-    if any(s["gpu"] for s in summaries):
-        cats = sorted(set().union(*(s["categories"] for s in summaries)),
-                      key=lambda c: -max(s["categories"].get(c, {}).get("us_per_step", 0) for s in summaries))
-        side_by_side("GPU time by kernel category (ms per step, share)", cats,
-                     [("ms", lambda s, c: _f(s["categories"].get(c, {}).get("us_per_step"), 1e3, ".2f")),
-                      ("share", lambda s, c: _f(s["categories"].get(c, {}).get("share"), 0.01, ".0f") + "%"
-                       if c in s["categories"] else "-")])
-    side_by_side("CPU time of the host path's ops (us per step)", list(summaries[0]["cpu_self_time"]),
-                 [("calls", lambda s, n: _f(s["cpu_self_time"][n]["calls_per_step"], 1, ".0f")),
-                  ("self", lambda s, n: _f(s["cpu_self_time"][n]["self_us_per_step"], 1, ".0f"))])
-    for s in summaries:
-        p("")
-        p(f"{s['label']}: top host ops by self time (us per step)")
-        for r in s["host_ops"][:15]:
-            p(f"  {r['name'][:60]:60s} {r['calls_per_step']:7.0f} calls {r['self_us_per_step']:10.0f} self "
-              f"{r['total_us_per_step']:10.0f} total")
-    for s in summaries:
-        if not s["gpu"]:
-            continue
-        p("")
-        p(f"{s['label']}: top {TOP_KERNELS} kernels (per step: calls, total us; per call: mean/min/max us)")
-        for r in s["kernels"][:TOP_KERNELS]:
-            p(f"  {r['category'][:18]:18s} {r['calls_per_step']:6.0f} {r['total_us_per_step']:10.0f} "
-              f"{r['mean_us']:8.1f} {r['min_us']:8.1f} {r['max_us']:8.1f}  {r['name'][:90]}")
-        step = s["per_step"][s["median_step"]]
-        p(f"{s['label']}: the {TOP_GAPS} largest GPU idle gaps of step {s['median_step']} (the median step): "
-          f"at (us from the step's start), length, host op and scope when it opened, the kernel that closed it")
-        for g in step["top_gaps"]:
-            p(f"  {g['start_us']:10.0f} {g['us']:9.0f}  {str(g['op'])[:40]:40s} {str(g['scope'])[:24]:24s} "
-              f"-> {str(g['next_kernel'])[:50]}")
-        p(f"{s['label']}: host syncs (per step: count, wait us; max us), by call, op and scope")
-        for r in s["syncs"][:12]:
-            p(f"  {r['count_per_step']:5.1f} {r['wait_us_per_step']:10.0f} {r['max_us']:9.0f}  "
-              f"{r['name']:22s} {str(r['op'])[:40]:40s} {r['scope']}")
-    for s in summaries:
-        if s["convs"]:
-            p("")
-            if s["gpu"]:
-                p(f"{s['label']}: convolutions by shape (GPU us per step and TFLOP/s: fprop, dgrad, wgrad)")
-                for r in s["convs"][:15]:
-                    p(f"  {r['shape'][:58]:58s} " + " ".join(
-                        f"{r[f'{d}_gpu_us_per_step']:8.0f} {_f(r[f'{d}_tflops'], 1, '5.1f'):>5s}"
-                        for d in ("fprop", "dgrad", "wgrad")))
-            else:
-                p(f"{s['label']}: convolutions by shape (host us per step forward, backward; GFLOP/s)")
-                for r in s["convs"][:15]:
-                    p(f"  {r['shape'][:58]:58s} {r['fwd_host_us_per_step']:9.0f} {r['bwd_host_us_per_step']:9.0f} "
-                      f"{_f(r['host_gflops'], 1, '.1f'):>7s}")
-    return "\n".join(out) + "\n"
 
 
 def main(argv=None):

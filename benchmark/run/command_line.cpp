@@ -70,15 +70,10 @@ void require_writable_folder(const std::string& path, const std::string& what) {
     throw ConfigError(what + " " + path + in_the_way + " is not writable: " + std::strerror(errno));
 }
 
-bool wants_help(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
-  return false;
-}
+bool wants_help(int argc, char** argv) { return cli::asks_help(argc, argv); }
 
 int report_error(const char* command, const std::exception& e, int status) {
-  std::fprintf(stderr, "mlperf-maskrcnn %s: error: %s\n", command, logging::error_text(e).c_str());
-  return status;
+  return cli::print_error(std::string("mlperf-maskrcnn ") + command, e, status);
 }
 
 }  // namespace mrcnn::run

@@ -8,7 +8,7 @@
 #include <memory>
 #include <optional>
 
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 #include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/run/assemble.h"
 #include "benchmark/run/process_settings.h"

@@ -63,7 +63,14 @@ def main():
     for args, text in ((["check", "--ruleset=2.0.0", "x.log"], "--ruleset 2.0.0 is not implemented"),
                        (["check", "--bogus"], "unknown option '--bogus'"),
                        (["check"], "expected one or more MLPerf logs"),
-                       (["no-such-command"], "unknown command 'no-such-command'")):
+                       (["no-such-command"], "unknown command 'no-such-command'"),
+                       # A value out of range names its option and the value as given.
+                       (["synth", "--out", "/nonexistent/x", "--objects", "5-2"],
+                        "--objects 5-2: expected MIN-MAX with 1 <= MIN <= MAX <= 8"),
+                       (["synth", "--out", "/nonexistent/x", "--size", "20x40"],
+                        "--size 20x40: expected N or WxH with sides from 32 to 8192 pixels"),
+                       (["synth", "--out", "/nonexistent/x", "--quality", "0"],
+                        "--quality 0: expected a JPEG quality from 1 to 100")):
         p = run(*args)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and "error: " + text in p.stderr, (args, p.returncode,
                                                                                                p.stderr)

@@ -65,7 +65,7 @@ CASES = [
 
 
 def main():
-    exe = eval_helpers.binary("eval/coco-eval")
+    exe = eval_helpers.binary("benchmark/analysis/coco-eval")
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         gt_path, res_path = os.path.join(tmp, "gt.json"), os.path.join(tmp, "res.json")

@@ -45,7 +45,7 @@ def pycocotools_eval(gt_path, res_path, iou_type):
 
 
 def main():
-    coco_eval = eval_helpers.binary("eval/coco-eval")
+    coco_eval = eval_helpers.binary("benchmark/analysis/coco-eval")
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, kwargs, types in SCENARIOS:

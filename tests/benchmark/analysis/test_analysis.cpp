@@ -23,7 +23,7 @@
 #include "benchmark/analysis/rcp.h"
 #include "benchmark/analysis/report.h"
 #include "benchmark/analysis/run_record.h"
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 #include "benchmark/analysis/svg_plot.h"
 #include "benchmark/analysis/tensorboard.h"
 
@@ -33,11 +33,11 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Sha256, FipsVectors) {
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+  EXPECT_EQ(logging::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(logging::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(logging::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(logging::sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 // A file in the temporary folder, named for the test and the process (ctest runs tests in
@@ -70,28 +70,28 @@ TEST(Sha256, FileSpanningSeveralReadBlocksMatchesSha256sum) {
   std::string bytes;
   for (int i = 0; i < 9 * 1048576 + 17; ++i) bytes += static_cast<char>(i * 31);
   const TempFile f("blocks", bytes);
-  const std::string digest = sha256_file(f.path());
+  const std::string digest = logging::sha256_file(f.path());
   // Python's hashlib.sha256 and sha256sum of the same bytes, recorded.
   EXPECT_EQ(digest, "882aff06ee5e881f311b621a0c2993be96f03986311d234d8dc91c25b54bb887");
   EXPECT_EQ(digest, sha256sum_of(f.path()));
-  EXPECT_EQ(digest, sha256_hex(bytes));
+  EXPECT_EQ(digest, logging::sha256_hex(bytes));
 }
 
 TEST(Sha256, FileOfAMillionAIsTheFipsVector) {
   const TempFile f("million_a", std::string(1000000, 'a'));
-  EXPECT_EQ(sha256_file(f.path()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(logging::sha256_file(f.path()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST(Sha256, EmptyFile) {
   const TempFile f("empty", "");
   ASSERT_EQ(fs::file_size(f.path()), 0u);
-  EXPECT_EQ(sha256_file(f.path()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(logging::sha256_file(f.path()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 // The error an unreadable file gives, or "" when it did not throw std::runtime_error.
 std::string sha256_file_error(const std::string& path) {
   try {
-    sha256_file(path);
+    logging::sha256_file(path);
   } catch (const std::runtime_error& e) {
     return e.what();
   }

@@ -6,11 +6,11 @@
 #include <string>
 #include <string_view>
 
-namespace mrcnn::analysis {
+namespace mrcnn::logging {
 
 std::string sha256_hex(std::string_view bytes);
 
 // Reads the file in blocks; throws std::runtime_error naming the file when it cannot be read.
 std::string sha256_file(const std::string& path);
 
-}  // namespace mrcnn::analysis
+}  // namespace mrcnn::logging

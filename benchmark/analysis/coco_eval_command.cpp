@@ -1,4 +1,4 @@
-#include "eval/coco_eval_command.h"
+#include "benchmark/analysis/coco_eval_command.h"
 
 #include <chrono>
 #include <cstdio>

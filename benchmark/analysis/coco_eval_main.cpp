@@ -2,17 +2,15 @@
 #include <cstdio>
 #include <exception>
 
-#include "eval/coco_eval_command.h"
+#include "benchmark/analysis/coco_eval_command.h"
 #include "logging/arguments.h"
 
 int main(int argc, char** argv) {
   try {
     return mrcnn::eval::coco_eval_main(argc, argv);
   } catch (const mrcnn::cli::UsageError& e) {
-    std::fprintf(stderr, "coco-eval: error: %s\n", e.what());
-    return 2;
+    return mrcnn::cli::print_error("coco-eval", e, 2);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "coco-eval: error: %s\n", e.what());
-    return 1;
+    return mrcnn::cli::print_error("coco-eval", e, 1);
   }
 }

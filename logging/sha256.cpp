@@ -1,4 +1,4 @@
-#include "benchmark/analysis/sha256.h"
+#include "logging/sha256.h"
 
 #include <openssl/evp.h>
 
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace mrcnn::analysis {
+namespace mrcnn::logging {
 namespace {
 
 // 1 MiB reads: few enough system calls that reading costs nothing beside hashing, small enough
@@ -64,4 +64,4 @@ std::string sha256_file(const std::string& path) {
   return to_hex(md, len);
 }
 
-}  // namespace mrcnn::analysis
+}  // namespace mrcnn::logging

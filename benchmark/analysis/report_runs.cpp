@@ -1,0 +1,140 @@
+// report's reading of one run: its compliance verdict, time to train, where the time went and
+// its images/s from the best evidence the log gives (report_detail.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "benchmark/analysis/report_detail.h"
+#include "logging/compliance.h"
+
+namespace mrcnn::analysis::report_detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+TimeBreakdown time_of(const RunRecord& r) {
+  TimeBreakdown t;
+  if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
+  // The validation inference of an epoch runs from eval_start until training resumes (the next
+  // epoch_start); eval_stop comes when the asynchronous scorer is done, which may be later.
+  double last_end = r.run_start_ms.value_or(0);
+  for (size_t i = 0; i < r.epochs.size(); ++i) {
+    const EpochRecord& e = r.epochs[i];
+    if (e.start_ms && e.stop_ms) t.training += (*e.stop_ms - *e.start_ms) / 1000, last_end = std::max(last_end, *e.stop_ms);
+    if (e.eval_start_ms && e.eval_stop_ms) {
+      double end = *e.eval_stop_ms;
+      if (i + 1 < r.epochs.size() && r.epochs[i + 1].start_ms) end = std::min(end, *r.epochs[i + 1].start_ms);
+      t.eval_inference += std::max(0.0, end - *e.eval_start_ms) / 1000;
+      last_end = std::max(last_end, end);
+    }
+    if (e.scoring_seconds) t.scoring_total = t.scoring_total.value_or(0) + *e.scoring_seconds;
+  }
+  if (const auto run = r.run_seconds()) {
+    if (r.run_stop_ms) t.final_scoring_wait = std::max(0.0, (*r.run_stop_ms - last_end) / 1000);
+    t.idle = std::max(0.0, *run - t.training - t.eval_inference - t.final_scoring_wait);
+  }
+  return t;
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+namespace {
+
+// metrics.jsonl's steps x the global batch in each epoch the log trained (epoch_start and
+// epoch_stop), in epoch order, each step counted once (a resumed run's file repeats steps); empty
+// without kept steps.
+std::vector<int64_t> images_stepped(const RunRecord& r) {
+  if (r.steps.empty() || !r.global_batch_size || *r.global_batch_size <= 0) return {};
+  std::map<int64_t, std::set<int64_t>> steps;
+  for (const StepRecord& s : r.steps) steps[s.epoch].insert(s.step);
+  std::vector<int64_t> out;
+  for (const auto& [epoch, ids] : steps)
+    if (const EpochRecord* e = r.epoch(epoch); e && e->start_ms && e->stop_ms)
+      out.push_back(static_cast<int64_t>(ids.size()) * *r.global_batch_size);
+  return out;
+}
+
+// train_samples against the evidence used (see Throughput in report.h).
+void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped, double per_epoch_scale, Throughput& t) {
+  if (!r.train_samples || *r.train_samples <= 0 || !t.images_per_s || t.source == kSourceTrainSamples) return;
+  const auto samples = static_cast<double>(*r.train_samples);
+  if (stepped.size() > 1) {  // every epoch but the last is whole: the run may stop inside the last one
+    double whole = 0;
+    bool off = false;
+    for (size_t i = 0; i + 1 < stepped.size(); ++i) {
+      whole += static_cast<double>(stepped[i]) / static_cast<double>(stepped.size() - 1);
+      off = off || std::abs(stepped[i] - *r.train_samples) >= *r.global_batch_size;
+    }
+    if (!off) return;
+    t.train_samples_ratio = samples / whole;
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " is not the " + format_number(whole, "%.0f") +
+             " images an epoch that metrics.jsonl's steps x global_batch_size cover: not used";
+  } else if (stepped.empty() && std::abs(samples * per_epoch_scale / *t.images_per_s - 1) > 0.1) {
+    t.train_samples_ratio = samples * per_epoch_scale / *t.images_per_s;
+    t.note = "train_samples " + std::to_string(*r.train_samples) + " gives " +
+             format_number(samples * per_epoch_scale, "%.1f") + " images/s, " +
+             format_number(*t.train_samples_ratio, "%.2f") + "x the " + format_number(*t.images_per_s, "%.1f") +
+             " from the " + t.source + ": not used";
+  }
+}
+
+// See Throughput in report.h.
+Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) {
+  Throughput t;
+  if (!r.throughput.empty()) t.images_per_s = median(r.throughput), t.source = kSourceThroughputEvents;
+  if (!(training_s > 0) || epochs <= 0) return t;
+  const double scale = static_cast<double>(epochs) / training_s;  // images an epoch -> images/s
+  const std::vector<int64_t> stepped = images_stepped(r);
+  const bool coco = r.division == "closed" || r.eval_samples == kCocoValImages;
+  if (!t.images_per_s && !stepped.empty()) {
+    double images = 0;
+    for (int64_t n : stepped) images += static_cast<double>(n);
+    t.images_per_s = images / training_s, t.source = kSourceSteps;
+  } else if (!t.images_per_s && coco) {
+    t.images_per_s = static_cast<double>(kCocoTrainImages) * scale, t.source = kSourceCocoEpochs;
+  } else if (!t.images_per_s && r.train_samples && *r.train_samples > 0) {
+    t.images_per_s = static_cast<double>(*r.train_samples) * scale, t.source = kSourceTrainSamples;
+  }
+  check_train_samples(r, stepped, scale, t);
+  if (t.source == kSourceThroughputEvents && coco && stepped.empty()) {
+    // Events that are not the system's images/s (per device, say) disagree with the epochs' count.
+    const double from_epochs = static_cast<double>(kCocoTrainImages) * scale;
+    if (std::abs(from_epochs / *t.images_per_s - 1) > 0.1) {
+      t.events_ratio = from_epochs / *t.images_per_s;
+      t.note += std::string(t.note.empty() ? "" : "; ") + "the throughput events' " + format_number(*t.images_per_s, "%.1f") +
+                " images/s disagree with the epochs x 117266's " + format_number(from_epochs, "%.1f");
+    }
+  }
+  return t;
+}
+
+// A result file, or a run folder (its mlperf_log.txt the file checked and named).
+}  // namespace
+
+RunSummary summarize_run(const fs::path& path) {
+  std::error_code ec;
+  const fs::path file = fs::is_directory(path, ec) ? path / "mlperf_log.txt" : path;
+  RunSummary s{.file = file.string(), .run = read_run(path.string())};
+  const logging::CheckReport check = logging::check_log_file(file.string());
+  s.compliant = check.readable && check.passed;
+  if (!s.compliant)
+    s.check_error = check.errors.empty() ? "not readable" : "line " + std::to_string(check.errors.front().line) + ": " + check.errors.front().text;
+  if (const auto sec = s.run.run_seconds()) s.minutes = *sec / 60;
+  s.epochs_to_converge = s.run.converged_epoch();
+  s.time = time_of(s.run);
+  int64_t trained = 0;
+  for (const EpochRecord& e : s.run.epochs) trained += (e.start_ms && e.stop_ms) ? 1 : 0;
+  s.throughput = throughput_of(s.run, s.time.training, trained);
+  return s;
+}
+
+}  // namespace mrcnn::analysis::report_detail
