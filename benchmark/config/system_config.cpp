@@ -256,6 +256,15 @@ constexpr const char* kOwnedModelKeys[][2] = {{"channels_last", "run.channels_la
                                               {"mixed_precision", "run.precision"},
                                               {"cuda_graph_shapes", "run.cuda_graph_shapes"}};
 
+// The run's values in the model's options (model_options()).
+model::ModelOptions with_run_values(model::ModelOptions m, const SystemConfig& c) {
+  m.channels_last = c.run.channels_last;
+  m.precision = c.run.precision;
+  m.cuda_graph_shapes = c.run.cuda_graph_shapes;
+  m.rpn.post_nms_top_n_train = c.hp.num_image_candidates;
+  return m;
+}
+
 model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) {
   Json section = c.resolved.contains("model") ? c.resolved["model"] : Json::object();
   if (!section.is_object()) root.fail("model", "expected an object");
@@ -267,11 +276,7 @@ model::ModelOptions read_model(const SystemConfig& c, const ConfigReader& root) 
   model::ModelOptions m;
   try {
     m = model::model_options_from_json(nlohmann::json::parse(section.dump()), model::ModelOptions{}, "model");
-    m.channels_last = c.run.channels_last;
-    m.precision = c.run.precision;
-    m.cuda_graph_shapes = c.run.cuda_graph_shapes;
-    m.rpn.post_nms_top_n_train = c.hp.num_image_candidates;
-    m.validate();
+    with_run_values(m, c).validate();  // the network the run builds, checked as it loads
   } catch (const std::invalid_argument& e) {
     // The message starts with the key's path ("model.rpn.nms_threshold: ..."): name its source.
     const std::string what = e.what();
@@ -361,7 +366,7 @@ void fill_defaults(SystemConfig& c) {
   fill("data", c.data);
   FillDefaults hp(r["hyperparameters"]);
   shared_hyperparameter_fields(hp, c.hp);
-  Json model = model::to_json(c.model);
+  Json model = model::to_json(c.model_section);
   for (const auto& [key, owner] : kOwnedModelKeys) model.erase(key);
   model["rpn"].erase("post_nms_top_n_train");
   Json& section = r["model"];
@@ -460,12 +465,14 @@ SystemConfig load_system_config(const std::string& path, const std::vector<std::
   c.data = read_section<DataSettings>(root.object("data"));
   c.hp = read_hyperparameters(root.object("hyperparameters"));
   root.ignore("model");
-  c.model = read_model(c, root);
+  c.model_section = read_model(c, root);
   root.finish();
   validate(c);
   fill_defaults(c);
   return c;
 }
+
+model::ModelOptions model_options(const SystemConfig& c) { return with_run_values(c.model_section, c); }
 
 Json resolved_value(const SystemConfig& c, const std::string& path) {
   if (path == "name") return c.name;
@@ -545,7 +552,7 @@ std::vector<std::string> closed_division_violations(const SystemConfig& c) {
   }
   if (c.data.transform.flip_probability != 0.5)
     out.push_back("data.flip_probability " + fmt(c.data.transform.flip_probability) + ": the reference flips with p=0.5");
-  const auto& m = c.model;
+  const auto& m = c.model_section;
   if (m.backbone.depth != 50 || m.backbone.base_channels != 64 || m.backbone.norm != model::NormKind::kFrozenBatchNorm ||
       m.fpn.out_channels != 256 || m.box_head.representation_size != 1024 || m.mask_head.conv_channels != 256 ||
       m.mask_head.num_convs != 4 || m.num_classes != 81)

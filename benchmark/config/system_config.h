@@ -153,7 +153,10 @@ struct SystemConfig {
   LaunchSettings launch;
   RunSettings run;
   DataSettings data;
-  model::ModelOptions model;  // with run.channels_last, run.precision, run.cuda_graph_shapes and num_image_candidates applied
+  // The "model" section as read and checked (MLPerf's values where it is silent). The fields the
+  // run owns (channels_last, precision, cuda_graph_shapes, rpn.post_nms_top_n_train) keep
+  // ModelOptions' defaults here: model_options() maps the run's values in.
+  model::ModelOptions model_section;
   Hyperparameters hp;
   Json resolved;    // every value after overrides and defaults (written beside the run's log)
   Origins origins;  // the keys set on the command line, and by which argument
@@ -166,6 +169,11 @@ struct SystemConfig {
 
 // Reads, overrides ("run.seed=5", "hyperparameters.global_batch_size=64") and validates.
 SystemConfig load_system_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The network a run builds: the model section with the run's switches (run.channels_last,
+// run.precision, run.cuda_graph_shapes) and hyperparameters.num_image_candidates mapped in, the
+// one place the configuration's sections meet the model's options.
+model::ModelOptions model_options(const SystemConfig& c);
 
 // The value at a dotted path of the resolved configuration ("run.seed"), plus the derived
 // "launch.world_size" and "name"; throws ConfigError naming the path when there is none.

@@ -117,7 +117,7 @@ std::string resume_fingerprint(const SystemConfig& c) {
 
 model::MaskRCNN make_network(const SystemConfig& c, c10::Device device) {
   auto init_gen = at::make_generator<at::CPUGeneratorImpl>(seeding::init_seed(static_cast<uint64_t>(c.run.seed)));
-  model::MaskRCNN net(c.model, init_gen);
+  model::MaskRCNN net(config::model_options(c), init_gen);
   if (!c.run.initial_weights.empty()) {
     const auto report = model::load_weights(*net, c.run.initial_weights, {.allow_missing = true});
     logging::info(logging::strprintf("initial weights: %zu tensors from %s, %zu initialized here", report.loaded.size(),
@@ -128,7 +128,7 @@ model::MaskRCNN make_network(const SystemConfig& c, c10::Device device) {
 }
 
 model::MaskRCNN load_network(const SystemConfig& c, const std::string& path) {
-  model::MaskRCNN net(c.model);
+  model::MaskRCNN net(config::model_options(c));
   model::load_named_tensors(*net, train::network_tensors(path), {}, path);
   net->to(device_of(c));
   net->eval();
@@ -150,7 +150,7 @@ RunParts coco_run_parts(const SystemConfig& c, comm::Communicator& comm, c10::De
                   (ds->source().index ? "index" : "JSON") + " in " + std::to_string(ds->source().seconds) + " s");
     if (!ds->source().note.empty()) logging::info("train set: the JSON served: " + ds->source().note);
     check_training_set(*ds, layout.annotation_file(c.data.train_split).string(), layout.root.string(),
-                       c.model.num_classes);
+                       c.model_section.num_classes);
     return std::make_unique<CocoData>(ds, train_data_options(c, device), rank, world);
   };
   parts.val_data = [=, &c]() -> std::unique_ptr<DataSource> {

@@ -64,7 +64,7 @@ PredictInputs read_inputs(int argc, char** argv) {
   for (const auto& p : in.images)
     require_file(p, "image");
   in.config = cl.system_config();
-  in.labels = identity_label_map(in.config.model.num_classes);
+  in.labels = identity_label_map(in.config.model_section.num_classes);
   if (cl.has("--data")) {
     const auto layout = coco_layout(in.config, cl.value("--data"));
     const auto ds = eval::load_dataset(layout.annotation_file(in.config.data.val_split).string());
@@ -74,9 +74,9 @@ PredictInputs read_inputs(int argc, char** argv) {
       in.names[c.id] = c.name;
     }
     in.labels = label_map(ids);
-    if (static_cast<int64_t>(in.labels.size()) != in.config.model.num_classes)
+    if (static_cast<int64_t>(in.labels.size()) != in.config.model_section.num_classes)
       throw ConfigError(cl.value("--data") + " has " + std::to_string(in.labels.size() - 1) + " categories, the model " +
-                        std::to_string(in.config.model.num_classes - 1));
+                        std::to_string(in.config.model_section.num_classes - 1));
   }
   return in;
 }

@@ -281,7 +281,7 @@ int train_main(int argc, char** argv) {
                         folder.log().string(), mllog);
   const c10::Device device = device_of(cfg, comm->local_rank());
   model::MaskRCNN net = make_network(cfg, device);
-  log_weights_initialization(mllog, initialized_tensor_names(cfg.model));
+  log_weights_initialization(mllog, initialized_tensor_names(config::model_options(cfg)));
   MaskRcnnModel model(net);
   int64_t trainable = 0;
   for (const auto& p : model.trainable_parameters()) trainable += p.tensor.numel();

@@ -27,8 +27,8 @@ TEST(SystemConfig, EveryShippedSystemLoadsAndClosedOnesFollowTheRules) {
     if (c.submission.division == "closed") {
       ++closed;
       EXPECT_TRUE(closed_division_violations(c).empty());
-      EXPECT_EQ(c.model.num_classes, 81);
-      EXPECT_EQ(c.model.rpn.post_nms_top_n_train, c.hp.num_image_candidates);
+      EXPECT_EQ(c.model_section.num_classes, 81);
+      EXPECT_EQ(model_options(c).rpn.post_nms_top_n_train, c.hp.num_image_candidates);
     }
   }
   EXPECT_GE(closed, 4);
@@ -40,7 +40,7 @@ TEST(SystemConfig, OverridesReachTheStructs) {
   EXPECT_EQ(c.run.seed, 42);
   EXPECT_EQ(c.run.max_epochs, 3);
   EXPECT_EQ(c.run.precision, model::Precision::kBFloat16);
-  EXPECT_EQ(c.model.precision, model::Precision::kBFloat16);  // one value, one meaning
+  EXPECT_EQ(model_options(c).precision, model::Precision::kBFloat16);  // one value, mapped in one place
   EXPECT_EQ(c.resolved["run"]["seed"], 42);
   EXPECT_EQ(c.launch.host_memory, "retain");  // the default
   EXPECT_EQ(load_system_config(kSystems + "cpu-dev.json", {"launch.host_memory=\"system\""}).launch.host_memory,
@@ -209,7 +209,7 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
             std::string::npos)
       << error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json");
   EXPECT_EQ(error_of({"run.cuda_graph_shapes=1"}, "aws-p3.16xlarge.json"), "");
-  EXPECT_EQ(load_system_config(kSystems + "aws-p3.16xlarge.json", {"run.cuda_graph_shapes=1"}).model.cuda_graph_shapes, 1);
+  EXPECT_EQ(model_options(load_system_config(kSystems + "aws-p3.16xlarge.json", {"run.cuda_graph_shapes=1"})).cuda_graph_shapes, 1);
 }
 
 // Config validation says each rule of logging/closed_division.h's table (the one `check` runs on a
