@@ -78,7 +78,8 @@ CONFIGS = {
 }
 SEED = 1
 
-from train_step_inputs import our_options, prepare, torchvision_model  # noqa: E402
+from train_step_inputs import (  # noqa: E402,F401  (profile_step.py and flops_roofline.py use them through this module)
+    calibrate_frozen_bn, make_inputs, our_options, prepare, torchvision_model)
 
 
 # ---- the torchvision worker (a separate process) ------------------------------------------------
