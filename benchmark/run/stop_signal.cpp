@@ -39,8 +39,16 @@ StopSignals::StopSignals() {
 }
 
 StopSignals::~StopSignals() {
-  sigaction(SIGTERM, &g_previous_term, nullptr);
+  if (!over_) sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGINT, &g_previous_int, nullptr);
+}
+
+void StopSignals::run_over() {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  over_ = true;
 }
 
 int stop_signal_received() { return g_signal.load(); }

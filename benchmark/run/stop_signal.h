@@ -25,6 +25,15 @@ class StopSignals {
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
+
+  // The run is over on every rank (after the last collective): SIGTERM is ignored from here to the
+  // process's exit, through every destructor (the communicator's MPI_Finalize among them), and is
+  // not restored. srun --kill-on-bad-exit sends it to the other ranks as soon as the first one
+  // exits 3 (targets not reached), which would otherwise turn their own 3 into a kill (143).
+  void run_over();
+
+ private:
+  bool over_ = false;
 };
 
 // The signal received since the handlers were installed (0: none).

@@ -308,8 +308,12 @@ int train_main(int argc, char** argv) {
   }
   // Every rank ends after rank 0 has written everything: a launcher that ends the job at the
   // first rank's non-zero exit (srun --kill-on-bad-exit, with 3 for targets not reached) would
-  // otherwise stop rank 0 while it writes the weights.
-  if (comm->world_size() > 1) comm->barrier();
+  // otherwise stop rank 0 while it writes the weights. After it, the launcher's SIGTERM to the
+  // ranks still tearing down (MPI_Finalize among it) when a first one has exited is ignored.
+  if (comm->world_size() > 1) {
+    comm->barrier();
+    stop_signals.run_over();
+  }
   return status;
 }
 
