@@ -305,6 +305,68 @@ struct Model {
   }
 };
 
+// One unmeasured assumption of the band: its name, what to measure to remove it, and its two ends.
+struct Term {
+  std::string name, remedy;
+  Setting low, high;
+};
+
+// The band's terms, each assumption varied alone around `nominal`.
+std::vector<Term> band_terms(const Model& model, const Setting& nominal, const Assumptions& a, bool batch_measured,
+                             size_t batches, bool epochs_measured, const RcpStats& rcp) {
+  const Target& t = model.target;
+  const Measurement& base = model.base;
+  std::vector<Term> terms;
+  if (!batch_measured && batches == 1) {
+    Setting lo = nominal, hi = nominal;
+    lo.k = a.k_low, hi.k = a.k_high;
+    terms.push_back({"the fixed cost a step (k, batch " + fmt(t.batch, "%g") + " not measured)",
+                     "measure the step at " + fmt(t.batch, "%g") + " images an accelerator on the node", lo, hi});
+  }
+  if (t.nodes > 1) {
+    Setting lo = nominal, hi = nominal;
+    lo.efficiency = a.efficiency_high, lo.hop_s = a.hop_low_s;
+    hi.efficiency = a.efficiency_low, hi.hop_s = a.hop_high_s;
+    terms.push_back({"the network's efficiency and latency", "measure the all-reduce between two nodes (allreduce_probe)", lo, hi});
+  }
+  if (t.nodes > 1 && !base.published_harness) {
+    Setting lo = nominal;
+    lo.overlap = true;
+    terms.push_back({"how much of the all-reduce backward hides", "measure a step on two nodes", lo, nominal});
+  }
+  if (model.straggles()) {
+    Setting lo = nominal, hi = nominal;
+    lo.straggler = 0, hi.straggler = 2;
+    terms.push_back({"the ranks' independence (straggler term, " + std::to_string(base.timed_ranks) + " ranks timed)",
+                     "measure a step on more ranks (two nodes)", lo, hi});
+  }
+  if (!epochs_measured) {
+    Setting lo = nominal, hi = nominal;
+    lo.epochs = std::max(1.0, std::ceil(rcp.mean - rcp.stdev - 1e-9));
+    hi.epochs = std::ceil(rcp.mean + rcp.stdev - 1e-9);
+    terms.push_back({"the epochs to converge (the RCP's spread at batch " + std::to_string(t.global_batch) + ")",
+                     "nothing: runs differ by an epoch; only the runs themselves tell", lo, hi});
+  }
+  return terms;
+}
+
+// The row's flags: what the forecast assumed or could not model.
+std::vector<std::string> flags_of(const Forecast& f, const Measurement& base, const Assumptions& a, bool batch_measured) {
+  const Target& target = f.target;
+  std::vector<std::string> flags;
+  if (!batch_measured) flags.push_back("batch extrapolated");
+  const double step = f.parts.step_compute + f.parts.step_straggler + f.parts.step_allreduce;
+  if (step > 0 && f.parts.step_allreduce > 0.25 * step) flags.push_back("network-bound");
+  if (target.eval_ranks > 0) flags.push_back("dedicated evaluation ranks (" + std::to_string(target.eval_ranks) + "): outside the model");
+  if (target.batch < 2) flags.push_back("batch " + fmt(target.batch, "%g") + " an accelerator: outside the model");
+  if (target.network_assumed)
+    flags.push_back("network assumed: " + fmt(target.network_gbps.value_or(a.network_gbps), "%g") + " Gb/s, " + target.network_basis);
+  if (target.accelerators_per_node != base.accelerators_per_node)
+    flags.push_back("ANOTHER NODE: " + std::to_string(target.accelerators_per_node) + " accelerators a node, measured " +
+                      std::to_string(base.accelerators_per_node));
+  return flags;
+}
+
 }  // namespace
 
 Forecast predict(const std::vector<Measurement>& measured, const Target& target, const Assumptions& a) {
@@ -336,42 +398,7 @@ Forecast predict(const std::vector<Measurement>& measured, const Target& target,
   for (const Measurement& m : measured) batches.insert(m.batch), batch_measured = batch_measured || m.batch == target.batch;
   f.batch_source = batch_measured ? "measured" : "extrapolated";
 
-  // The band: each unmeasured assumption varied alone.
-  struct Term {
-    std::string name, remedy;
-    Setting low, high;
-  };
-  std::vector<Term> terms;
-  if (!batch_measured && batches.size() == 1) {
-    Setting lo = nominal, hi = nominal;
-    lo.k = a.k_low, hi.k = a.k_high;
-    terms.push_back({"the fixed cost a step (k, batch " + fmt(target.batch, "%g") + " not measured)",
-                     "measure the step at " + fmt(target.batch, "%g") + " images an accelerator on the node", lo, hi});
-  }
-  if (target.nodes > 1) {
-    Setting lo = nominal, hi = nominal;
-    lo.efficiency = a.efficiency_high, lo.hop_s = a.hop_low_s;
-    hi.efficiency = a.efficiency_low, hi.hop_s = a.hop_high_s;
-    terms.push_back({"the network's efficiency and latency", "measure the all-reduce between two nodes (allreduce_probe)", lo, hi});
-  }
-  if (target.nodes > 1 && !base->published_harness) {
-    Setting lo = nominal;
-    lo.overlap = true;
-    terms.push_back({"how much of the all-reduce backward hides", "measure a step on two nodes", lo, nominal});
-  }
-  if (model.straggles()) {
-    Setting lo = nominal, hi = nominal;
-    lo.straggler = 0, hi.straggler = 2;
-    terms.push_back({"the ranks' independence (straggler term, " + std::to_string(base->timed_ranks) + " ranks timed)",
-                     "measure a step on more ranks (two nodes)", lo, hi});
-  }
-  if (!measured_epochs) {
-    Setting lo = nominal, hi = nominal;
-    lo.epochs = std::max(1.0, std::ceil(rcp->mean - rcp->stdev - 1e-9));
-    hi.epochs = std::ceil(rcp->mean + rcp->stdev - 1e-9);
-    terms.push_back({"the epochs to converge (the RCP's spread at batch " + std::to_string(target.global_batch) + ")",
-                     "nothing: runs differ by an epoch; only the runs themselves tell", lo, hi});
-  }
+  const std::vector<Term> terms = band_terms(model, nominal, a, batch_measured, batches.size(), measured_epochs.has_value(), *rcp);
   double widest = -1;
   f.low = f.high = f.minutes;
   for (const Term& t : terms) {
@@ -381,16 +408,7 @@ Forecast predict(const std::vector<Measurement>& measured, const Target& target,
     if (std::abs(hi - lo) > widest) widest = std::abs(hi - lo), f.dominant = t.name, f.remedy = t.remedy;
   }
 
-  if (!batch_measured) f.flags.push_back("batch extrapolated");
-  const double step = f.parts.step_compute + f.parts.step_straggler + f.parts.step_allreduce;
-  if (step > 0 && f.parts.step_allreduce > 0.25 * step) f.flags.push_back("network-bound");
-  if (target.eval_ranks > 0) f.flags.push_back("dedicated evaluation ranks (" + std::to_string(target.eval_ranks) + "): outside the model");
-  if (target.batch < 2) f.flags.push_back("batch " + fmt(target.batch, "%g") + " an accelerator: outside the model");
-  if (target.network_assumed)
-    f.flags.push_back("network assumed: " + fmt(target.network_gbps.value_or(a.network_gbps), "%g") + " Gb/s, " + target.network_basis);
-  if (target.accelerators_per_node != base->accelerators_per_node)
-    f.flags.push_back("ANOTHER NODE: " + std::to_string(target.accelerators_per_node) + " accelerators a node, measured " +
-                      std::to_string(base->accelerators_per_node));
+  f.flags = flags_of(f, *base, a, batch_measured);
   f.accelerator_hours = f.minutes / 60 * static_cast<double>(target.nodes * target.accelerators_per_node);
   return f;
 }
