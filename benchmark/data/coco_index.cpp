@@ -17,11 +17,11 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "logging/sha256.h"
 #include "benchmark/data/image_codec.h"
 #include "benchmark/data/transforms.h"
 #include "eval/coco.h"
 #include "logging/progress.h"
+#include "logging/sha256.h"
 
 namespace mrcnn::data {
 

@@ -11,12 +11,12 @@
 #include <stdexcept>
 #include <thread>
 
-#include "logging/sha256.h"
 #include "benchmark/data/coco_index.h"
 #include "benchmark/data/coco_layout.h"
 #include "benchmark/data/image_codec.h"
 #include "eval/coco.h"
 #include "logging/progress.h"
+#include "logging/sha256.h"
 
 namespace mrcnn::data {
 namespace {

@@ -8,21 +8,21 @@
 #include <memory>
 #include <optional>
 
-#include "logging/sha256.h"
 #include "benchmark/comm/collective_watchdog.h"
 #include "benchmark/run/assemble.h"
-#include "benchmark/run/process_settings.h"
 #include "benchmark/run/command_line.h"
 #include "benchmark/run/input_checks.h"
 #include "benchmark/run/mask_rcnn_model.h"
 #include "benchmark/run/observers.h"
+#include "benchmark/run/process_settings.h"
 #include "benchmark/run/profile_window.h"
-#include "benchmark/run/run_folder.h"
 #include "benchmark/run/run_fingerprint.h"
+#include "benchmark/run/run_folder.h"
 #include "benchmark/run/stop_signal.h"
 #include "benchmark/train/checkpoint.h"
 #include "logging/console.h"
 #include "logging/keys.h"
+#include "logging/sha256.h"
 #include "model/weights.h"
 
 namespace mrcnn::run {

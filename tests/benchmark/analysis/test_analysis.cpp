@@ -23,9 +23,9 @@
 #include "benchmark/analysis/rcp.h"
 #include "benchmark/analysis/report.h"
 #include "benchmark/analysis/run_record.h"
-#include "logging/sha256.h"
 #include "benchmark/analysis/svg_plot.h"
 #include "benchmark/analysis/tensorboard.h"
+#include "logging/sha256.h"
 
 namespace mrcnn::analysis {
 namespace {
