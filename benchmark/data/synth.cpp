@@ -172,20 +172,28 @@ int64_t image_id_of(const SynthOptions& o, SynthSplit split, int64_t index) {
 
 }  // namespace
 
+// Each rule once, its message naming the command line's option and the value it refuses.
 void SynthOptions::validate() const {
-  auto bad = [](const std::string& what) { throw std::invalid_argument("synth: " + what); };
-  if (train_images < 0 || val_images < 0) bad("image counts must be >= 0");
-  if (train_images + val_images == 0) bad("nothing to generate: --train and --val are both 0");
-  if (width < 32 || height < 32 || width > 8192 || height > 8192)
-    bad("image size must be between 32 and 8192 pixels, got " + std::to_string(width) + "x" +
-        std::to_string(height));
-  if (min_objects < 1 || max_objects < min_objects || max_objects > 8)
-    bad("objects per image must satisfy 1 <= min <= max <= 8, got " + std::to_string(min_objects) +
-        ".." + std::to_string(max_objects));
-  if (!(min_object_scale > 0.0 && min_object_scale <= max_object_scale && max_object_scale <= 0.9))
-    bad("object scale must satisfy 0 < min <= max <= 0.9");
-  if (jpeg_quality < 1 || jpeg_quality > 100) bad("JPEG quality must be in 1..100");
-  if (threads < 0) bad("threads must be >= 0");
+  const auto require = [](bool ok, const std::string& option_and_value, const char* expected) {
+    if (!ok) throw std::invalid_argument(option_and_value + ": expected " + expected);
+  };
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  const auto g = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  require(train_images >= 0, "--train " + n(train_images), "a count >= 0");
+  require(val_images >= 0, "--val " + n(val_images), "a count >= 0");
+  require(train_images + val_images > 0, "--train 0 --val 0", "something to generate");
+  require(width >= 32 && height >= 32 && width <= 8192 && height <= 8192, "--size " + n(width) + "x" + n(height),
+          "N or WxH with sides from 32 to 8192 pixels");
+  require(1 <= min_objects && min_objects <= max_objects && max_objects <= 8,
+          "--objects " + n(min_objects) + "-" + n(max_objects), "MIN-MAX with 1 <= MIN <= MAX <= 8");
+  require(min_object_scale > 0.0 && min_object_scale <= max_object_scale && max_object_scale <= 0.9,
+          "--scale " + g(min_object_scale) + "-" + g(max_object_scale), "MIN-MAX with 0 < MIN <= MAX <= 0.9");
+  require(jpeg_quality >= 1 && jpeg_quality <= 100, "--quality " + n(jpeg_quality), "a JPEG quality from 1 to 100");
+  require(threads >= 0 && threads <= 4096, "--threads " + n(threads), "a thread count from 0 (all cores) to 4096");
 }
 
 SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64_t index) {
