@@ -1,16 +1,8 @@
 #include "benchmark/analysis/report.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <limits>
 #include <map>
-#include <regex>
-#include <set>
-#include <sstream>
 #include <tuple>
 
 #include "benchmark/analysis/report_detail.h"
@@ -142,7 +134,7 @@ void summarize_speed(SystemReport& s) {
     if (t.train_samples_ratio) ratios.push_back(*t.train_samples_ratio);
     if (t.events_ratio) events.push_back(*t.events_ratio);
   }
-  if (!speeds.empty()) s.images_per_s_per_accelerator = report_detail::median(speeds);
+  if (!speeds.empty()) s.images_per_s_per_accelerator = median(speeds);
   for (const std::string& src : sources) s.throughput_source += (s.throughput_source.empty() ? "" : "; ") + src;
   if (disagreeing == 0) return;
   const std::string runs = " (" + std::to_string(disagreeing) + " of " + std::to_string(s.runs.size()) + " runs)";

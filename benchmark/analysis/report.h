@@ -137,6 +137,9 @@ std::vector<SystemReport> build_report(const std::vector<std::string>& paths, co
 // A number as printf's `format` writes it (the report's table, notes and page share it).
 std::string format_number(double v, const char* format);
 
+// The median of a non-empty `v` (the mean of the middle two for an even count).
+double median(std::vector<double> v);
+
 // An accelerator model as a group key: lower case, letters and digits only, so that submitters'
 // spellings of one part ("A100-PCIe-80GB", "A100-PCIE-80GB") fall in one group.
 std::string model_key(const std::string& model);

@@ -29,6 +29,4 @@ std::vector<Found> discover(const std::vector<std::string>& paths);
 // A result file or a run folder read, checked by the compliance check and measured.
 RunSummary summarize_run(const std::filesystem::path& path);
 
-double median(std::vector<double> v);
-
 }  // namespace mrcnn::analysis::report_detail

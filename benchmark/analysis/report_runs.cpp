@@ -39,15 +39,6 @@ TimeBreakdown time_of(const RunRecord& r) {
   return t;
 }
 
-}  // namespace
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-namespace {
 
 // metrics.jsonl's steps x the global batch in each epoch the log trained (epoch_start and
 // epoch_stop), in epoch order, each step counted once (a resumed run's file repeats steps); empty

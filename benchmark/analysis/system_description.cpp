@@ -1,11 +1,11 @@
 #include "benchmark/analysis/system_description.h"
-#include "logging/json_file.h"
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
+
+#include "logging/json_file.h"
 
 namespace mrcnn::analysis {
 
