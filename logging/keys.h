@@ -60,6 +60,9 @@ inline constexpr std::string_view kEvalInferenceSeconds = "eval_inference_second
 // Per epoch: {"median": [...], "p95": [...]}, seconds, one entry per rank (null where its device
 // does not time), of each rank's own steps up to their gradient all-reduce.
 inline constexpr std::string_view kRankStepSeconds = "rank_step_seconds";
+// A measurement (run.max_steps_per_epoch > 0): the steps each epoch was cut to, logged once after
+// run_start, so that its log alone says how many steps an epoch's time holds.
+inline constexpr std::string_view kMaxStepsPerEpoch = "max_steps_per_epoch";
 inline constexpr std::string_view kResumedFromCheckpoint = "resumed_from_checkpoint";
 inline constexpr std::string_view kRunFingerprint = "run_fingerprint";  // its summary; the file beside the log
 

@@ -16,17 +16,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int64_t steps_for(int64_t images, int64_t global_batch) { return (images + global_batch - 1) / global_batch; }
 
 // The steps of one whole epoch of a run: metrics.jsonl's most in an epoch where steps were kept;
 // else COCO train2017's images (a closed-division or val2017-validated log) or train_samples over
-// the global batch.
+// the global batch, at most the steps a measurement cut its epochs to.
 int64_t run_steps_per_epoch(const RunRecord& r) {
   std::map<int64_t, std::set<int64_t>> steps;
   for (const StepRecord& s : r.steps) steps[s.epoch].insert(s.step);
@@ -35,8 +29,10 @@ int64_t run_steps_per_epoch(const RunRecord& r) {
   if (most > 0) return static_cast<int64_t>(most);
   const int64_t gb = r.global_batch_size.value_or(0);
   if (gb <= 0) return 0;
-  if (r.division == "closed" || r.eval_samples == kCocoValImages) return steps_for(kCocoTrainImages, gb);
-  return r.train_samples && *r.train_samples > 0 ? steps_for(*r.train_samples, gb) : 0;
+  const int64_t whole = r.division == "closed" || r.eval_samples == kCocoValImages ? steps_for(kCocoTrainImages, gb)
+                        : r.train_samples && *r.train_samples > 0               ? steps_for(*r.train_samples, gb)
+                                                                                 : 0;
+  return r.max_steps_per_epoch && *r.max_steps_per_epoch > 0 && whole > 0 ? std::min(whole, *r.max_steps_per_epoch) : whole;
 }
 
 // What a step exposes of its all-reduce: all of it for the published harnesses (one flat buffer
@@ -126,8 +122,8 @@ std::optional<RunParts> decompose_run(const RunRecord& r, std::string* why) {
       p.pauses_sum += pauses.back();
     }
   }
-  p.epoch = median_of(epochs);
-  p.pause = pauses.empty() ? 0 : median_of(pauses);
+  p.epoch = median(epochs);
+  p.pause = pauses.empty() ? 0 : median(pauses);
   p.converged = r.success() && r.converged_epoch().has_value();
   p.epochs = p.converged ? *r.converged_epoch() : 0;
   p.steps_per_epoch = run_steps_per_epoch(r);
@@ -189,10 +185,10 @@ Measurement measure(const SystemReport& s) {
     std::vector<double> cvs;  // (p95 - median) / 1.645 / median of each rank and epoch
     for (const EpochRecord& e : r->run.epochs) {
       m.timed_ranks = std::max(m.timed_ranks, e.ranks);
-      for (const auto& [median, p95] : e.rank_steps)
-        if (median > 0) cvs.push_back((p95 - median) / 1.645 / median);
+      for (const auto& [med, p95] : e.rank_steps)
+        if (med > 0) cvs.push_back((p95 - med) / 1.645 / med);
     }
-    if (!cvs.empty()) m.step_cv += median_of(cvs) / n;
+    if (!cvs.empty()) m.step_cv += median(cvs) / n;
     m.first += p.first / n;
     m.step += p.epoch / static_cast<double>(p.steps_per_epoch) / n;
     m.pause += p.pause / n;

@@ -87,6 +87,7 @@ void read_log(RunRecord& r) {
     } else if (key == "seed") r.seed = as_int(value);
     else if (key == "train_samples") r.train_samples = as_int(value);
     else if (key == "eval_samples") r.eval_samples = as_int(value);
+    else if (key == "max_steps_per_epoch") r.max_steps_per_epoch = as_int(value);
     else if (key == "submission_benchmark" && value.is_string()) r.benchmark = value.get<std::string>();
     else if (key == "submission_division" && value.is_string()) r.division = value.get<std::string>();
     else if (key == "submission_org" && value.is_string()) r.org = value.get<std::string>();

@@ -56,6 +56,7 @@ struct RunRecord {
   std::optional<double> init_start_ms, init_stop_ms, run_start_ms, run_stop_ms;
   std::string status;  // run_stop's, "" when absent
   std::optional<int64_t> seed, global_batch_size, train_samples, eval_samples;
+  std::optional<int64_t> max_steps_per_epoch;  // a measurement's epochs, cut to this many steps
   std::string benchmark, division, org, platform;
   // The values of the log's `throughput` events (images/s of the whole system, as NVIDIA's harness
   // logs them every few steps), in log order; empty when the log has none.

@@ -246,9 +246,13 @@ RunResult TimedRun::run() {
   };
 
   try {
-    if (options_.max_steps_per_epoch > 0 && comm_.is_main())
-      logging::info("a measurement, not a result: every epoch ends after " + std::to_string(options_.max_steps_per_epoch) +
-                    " steps (run.max_steps_per_epoch); the run does not converge");
+    if (options_.max_steps_per_epoch > 0) {
+      mllog_.log(key::kMaxStepsPerEpoch, options_.max_steps_per_epoch);
+      if (comm_.is_main())
+        logging::info("a measurement, not a result: every epoch ends after " +
+                      std::to_string(options_.max_steps_per_epoch) +
+                      " steps (run.max_steps_per_epoch); the run does not converge");
+    }
     train_ = parts_.train_data();
     val_ = parts_.val_data();
     scorer_ = parts_.scorer();

@@ -58,13 +58,15 @@ def mllog(key, t, value=None, **meta):
 
 
 def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_batch, batch, status="success",
-                  rank_steps=None):
+                  rank_steps=None, max_steps=None):
     t = 1_700_000_000_000.0
     lines = [mllog("submission_benchmark", t, "maskrcnn"), mllog("submission_division", t, "open"),
              mllog("submission_org", t, "gen"), mllog("global_batch_size", t, global_batch),
              mllog("train_samples", t, COCO_TRAIN),
              mllog("d_batch_size", t, batch), mllog("init_start", t - 5000), mllog("init_stop", t),
              mllog("run_start", t)]
+    if max_steps:  # a measurement (run.max_steps_per_epoch): every epoch cut to this many steps
+        lines.append(mllog("max_steps_per_epoch", t, max_steps))
     t += first_s * 1000
     for e in range(1, epochs + 1):
         lines.append(mllog("epoch_start", t, epoch_num=e))
@@ -82,12 +84,12 @@ def generated_run(first_s, epoch1_s, epoch_s, pause_s, tail_s, epochs, global_ba
 
 
 def generated_system(root, name, nodes, per_node, global_batch, batch, epoch_s, network="2x 100Gb/s", status="success",
-                     rank_steps=None):
+                     rank_steps=None, max_steps=None):
     folder = root / "gen" / "results" / name / "maskrcnn"
     folder.mkdir(parents=True)
     for i in range(5):
         (folder / f"result_{i}.txt").write_text(generated_run(2.0, 50.0, epoch_s, 3.0, 12.0, 14, global_batch, batch, status,
-                                                              rank_steps))
+                                                              rank_steps, max_steps))
     desc = {"submitter": "gen", "division": "open", "system_name": name, "number_of_nodes": str(nodes),
             "accelerators_per_node": str(per_node), "accelerator_model_name": "Test GPU", "framework": "test",
             "host_networking": network}
@@ -148,6 +150,11 @@ def check_generated(tmp):
     f = out["forecasts"][0]
     assert "not converged" in p.stdout and f["parts_s"]["epochs"] == 14 and "epochs to converge" in f["dominant"], f
     assert close(f["parts_s"]["step_compute"], 60.0 / steps), f["parts_s"]
+    # A measurement's log alone (no metrics.jsonl): its epochs hold the steps it was cut to.
+    cut = tmp / "cut-tree"
+    generated_system(cut, "node-cut", 1, 8, 96, 12, 6.0, status="aborted", max_steps=50)
+    out, _ = forecast(["--measured", cut, "--nodes", "1", "--global-batch", "96"], tmp)
+    assert close(out["forecasts"][0]["parts_s"]["step_compute"], 6.0 / 50), out["forecasts"][0]["parts_s"]
     print("two measured batches: the step interpolated between them; global batch 768 refused; a run stopped at "
           "its budget measures the step (epochs from the RCP); auto: "
           + ", ".join(f"{f['nodes']} nodes at global batch {f['global_batch_size']}" for f in auto["forecasts"]))

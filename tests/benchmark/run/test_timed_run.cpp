@@ -285,6 +285,7 @@ TEST(TimedRun, AMeasurementCutsEveryEpochAndNeverConverges) {
   for (const train::StepResult& step : r.steps) EXPECT_GE(step.compute_seconds, 0.005) << "step " << step.step;
   const std::string text = read(s.dir / "mlperf.log");
   EXPECT_NE(text.find("\"status\": \"aborted\""), std::string::npos);
+  EXPECT_NE(text.find("\"key\": \"max_steps_per_epoch\", \"value\": 2"), std::string::npos);  // the log says it
   int logged = 0;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
