@@ -1,15 +1,10 @@
 #include "eval/coco.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include "eval/coco_json.h"
-#include "eval/file_bytes.h"
 #include "eval/json_cursor.h"
 
 namespace mrcnn::eval {
@@ -331,32 +326,6 @@ std::span<const uint32_t> Dataset::annotations_of_category(uint64_t category_id)
 
 // ---- readers ------------------------------------------------------------------------------------
 
-std::string read_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw CocoError(path + ": is a directory, not a JSON file");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw CocoError(path + ": cannot open: " + std::strerror(errno));
-  std::string data;
-  if (std::fseek(f, 0, SEEK_END) == 0) {
-    const long size = std::ftell(f);
-    if (size > 0) data.resize(static_cast<size_t>(size));
-    std::fseek(f, 0, SEEK_SET);
-  }
-  size_t got = data.empty() ? 0 : std::fread(data.data(), 1, data.size(), f);
-  if (got != data.size()) {
-    std::fclose(f);
-    throw CocoError(path + ": read error: " + std::strerror(errno));
-  }
-  // Not seekable (a pipe): read to the end.
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
-  const bool err = std::ferror(f);
-  std::fclose(f);
-  if (err) throw CocoError(path + ": read error");
-  return data;
-}
-
 Dataset parse_dataset(std::string_view json, const std::string& source) {
   return with_coco_errors([&]() {
     Dataset ds;
@@ -400,8 +369,8 @@ Dataset parse_dataset(std::string_view json, const std::string& source) {
 }
 
 Dataset load_dataset(const std::string& path) {
-  const detail::FileBytes bytes(path);
-  return parse_dataset(bytes.view(), path);
+  const auto file = detail::map_json_file(path);
+  return parse_dataset(file->bytes(), path);
 }
 
 Detection make_detection(uint64_t image_id, uint64_t category_id, double score,

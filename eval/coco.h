@@ -200,7 +200,4 @@ struct Detection {
 Detection make_detection(uint64_t image_id, uint64_t category_id, double score,
                          const std::array<double, 4>& bbox_xywh, Rle mask);
 
-// Reads a whole file into memory; throws CocoError naming the path on failure.
-std::string read_file(const std::string& path);
-
 }  // namespace mrcnn::eval

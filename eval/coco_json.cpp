@@ -5,6 +5,14 @@
 
 namespace mrcnn::eval::detail {
 
+std::shared_ptr<const MappedFile> map_json_file(const std::string& path) {
+  try {
+    return std::make_shared<const MappedFile>(path);
+  } catch (const FileError& e) {
+    throw CocoError(e.what());
+  }
+}
+
 void read_bbox(JsonCursor& c, std::array<double, 4>& bb, bool& present) {
   c.begin_array();
   size_t n = 0;

@@ -7,12 +7,17 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "eval/coco.h"
 #include "eval/json_cursor.h"
+#include "eval/mapped_file.h"
 
 namespace mrcnn::eval::detail {
+
+// The JSON file at `path`, mapped for one parse; CocoError naming the path when it cannot be read.
+std::shared_ptr<const MappedFile> map_json_file(const std::string& path);
 
 // Rethrows JsonError as CocoError (one error type for callers of coco.h and results_reader.h).
 template <class F>

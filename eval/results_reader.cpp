@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "eval/coco_json.h"
-#include "eval/file_bytes.h"
 #include "eval/json_cursor.h"
 #include "eval/parallel.h"
 
@@ -18,7 +17,6 @@ namespace mrcnn::eval {
 
 namespace {
 
-using detail::FileBytes;
 using detail::read_bbox;
 using detail::read_segmentation;
 using detail::with_coco_errors;
@@ -704,9 +702,9 @@ std::vector<Detection> parse_results(std::string_view json, const std::string& s
 }
 
 std::vector<Detection> load_results(const std::string& path, const ResultsReadOptions& options) {
-  const auto bytes = std::make_shared<const FileBytes>(path);
-  const std::shared_ptr<const void> owner = bytes;
-  return parse_results_shared(bytes->view(), path, options, &owner);
+  const auto file = detail::map_json_file(path);
+  const std::shared_ptr<const void> owner = file;
+  return parse_results_shared(file->bytes(), path, options, &owner);
 }
 
 std::vector<Detection> load_results(const std::string& path) {
