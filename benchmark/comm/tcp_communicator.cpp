@@ -12,13 +12,10 @@
 // that hangs (or a cut link) moves no byte: after launch.collective_timeout_s without one the
 // collective fails the same way. Either failure is an exception, so the training thread closes
 // the MLPerf log (run_stop aborted) before the rank ends.
+// The addresses it dials and the sockets it holds are tcp_address.h and tcp_socket.h; this file is
+// the rendezvous, the moving of bytes both ways at once, and the ring.
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,131 +33,20 @@
 
 #include "benchmark/comm/communicator.h"
 #include "benchmark/comm/rank_environment.h"
+#include "benchmark/comm/tcp_address.h"
+#include "benchmark/comm/tcp_socket.h"
 
 namespace mrcnn::comm {
 namespace {
+
+using tcp::Socket;
 
 constexpr size_t kBroadcastPiece = size_t{4} << 20;
 constexpr uint32_t kHello = 0x6d72636e;  // "mrcn": a connection from one of ours
 
 std::string errno_text(int e) { return std::strerror(e); }
 
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
-}
-
-// Resolves HOST to its first IPv4 address ("" when it does not resolve).
-std::string resolve(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return "";
-  char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, text, sizeof text);
-  freeaddrinfo(res);
-  return text;
-}
-
-// This host's address on the route to `peer` (what the other ranks can reach when they reach
-// the store's host): a UDP socket connected there sends nothing but learns its source address.
-std::string local_address_towards(const std::string& peer_ip) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(9);
-  inet_pton(AF_INET, peer_ip.c_str(), &to.sin_addr);
-  sockaddr_in me{};
-  socklen_t len = sizeof me;
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0) {
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &me.sin_addr, text, sizeof text);
-    out = text;
-  }
-  close(fd);
-  return out;
-}
-
-// The address the other ranks dial: this host's address on the route to the store's host, or,
-// where that route is loopback (rank 0's host, whose name Debian maps to 127.0.1.1), the first
-// non-loopback IPv4 address of an interface that is up; loopback only where there is none.
-std::string reachable_address(const std::string& route_ip) {
-  if (route_ip.rfind("127.", 0) != 0) return route_ip;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return route_ip;
-  std::string out = route_ip;
-  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_RUNNING) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0)
-      continue;
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
-    out = text;
-    break;
-  }
-  freeifaddrs(list);
-  return out;
-}
-
-void tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int buffer = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
-}
-
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-// A socket closed when it goes out of scope (set-up that throws leaks nothing).
-class Socket {
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Socket& operator=(Socket&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  ~Socket() { reset(); }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// connect() within `ms` milliseconds (a silently dropped SYN would otherwise block for the
-// kernel's two minutes of retries); 0 or the errno of the failure.
-int connect_within(int fd, const sockaddr_in& a, int ms) {
-  const int flags = fcntl(fd, F_GETFL, 0);
-  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  int e = 0;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-    e = errno;
-    if (e == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      const int ready = poll(&p, 1, ms);
-      socklen_t len = sizeof e;
-      if (ready <= 0) e = ready == 0 ? ETIMEDOUT : errno;
-      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
-    }
-  }
-  fcntl(fd, F_SETFL, flags);
-  return e;
-}
 
 struct Peer {
   int rank = -1;
@@ -172,7 +58,7 @@ struct Peer {
 class TcpCommunicator final : public Communicator {
  public:
   TcpCommunicator(const RankEnvironment& env, const CommunicatorOptions& options)
-      : rank_(env.rank), size_(env.world_size), host_(host_name()), timeout_s_(options.collective_timeout_s) {
+      : rank_(env.rank), size_(env.world_size), host_(tcp::host_name()), timeout_s_(options.collective_timeout_s) {
     if (size_ == 1) {
       local_size_ = 1;
       return;
@@ -255,11 +141,11 @@ class TcpCommunicator final : public Communicator {
   // Rendezvous: a listening socket, its address through the store, a connection to the next rank
   // and one accepted from the previous.
   void meet(const RankEnvironment& env, const CommunicatorOptions& options) {
-    const std::string store_ip = resolve(env.master_addr);
+    const std::string store_ip = tcp::resolve(env.master_addr);
     if (store_ip.empty()) fail("MASTER_ADDR=" + env.master_addr + " does not resolve to an IPv4 address");
-    const std::string route_ip = local_address_towards(store_ip);
+    const std::string route_ip = tcp::local_address_towards(store_ip);
     if (route_ip.empty()) fail("no route to MASTER_ADDR=" + env.master_addr + " (" + store_ip + ")");
-    const Socket listener = listen_on(reachable_address(route_ip));
+    const Socket listener = listen_on(tcp::reachable_address(route_ip));
     const double wait_s = options.collective_timeout_s > 0 ? options.collective_timeout_s : 1800;
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
     const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
@@ -324,9 +210,9 @@ class TcpCommunicator final : public Communicator {
     while (true) {
       Socket sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
       if (sock.get() < 0) fail("socket: " + errno_text(errno));
-      const int e = connect_within(sock.get(), a, 10000);
+      const int e = tcp::connect_within(sock.get(), a, 10000);
       if (e == 0) {
-        tune(sock.get());
+        tcp::tune(sock.get());
         const uint32_t hello[2] = {kHello, static_cast<uint32_t>(rank_)};
         send_all(sock.get(), hello, sizeof hello, peer);
         return sock;
@@ -343,7 +229,7 @@ class TcpCommunicator final : public Communicator {
     if (ready <= 0) fail("rank " + std::to_string(peer) + " did not connect within the collective timeout");
     Socket sock(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     if (sock.get() < 0) fail("accept: " + errno_text(errno));
-    tune(sock.get());
+    tcp::tune(sock.get());
     uint32_t hello[2] = {0, 0};
     recv_all(sock.get(), hello, sizeof hello, peer);
     if (hello[0] != kHello || static_cast<int>(hello[1]) != peer) {
