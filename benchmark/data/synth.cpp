@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -196,6 +197,93 @@ void SynthOptions::validate() const {
   require(threads >= 0 && threads <= 4096, "--threads " + n(threads), "a thread count from 0 (all cores) to 4096");
 }
 
+namespace {
+
+// An object placed in an image: its annotation, its coverage and its colour.
+struct PlacedObject {
+  SynthObject object;
+  Coverage coverage;
+  Rgb colour;
+};
+
+// Whether any pixel that `cov` covers is already taken.
+bool overlaps(const Coverage& cov, const std::vector<uint8_t>& occupied, int64_t W) {
+  for (int64_t y = 0; y < cov.h; ++y)
+    for (int64_t x = 0; x < cov.w; ++x)
+      if (cov.a[static_cast<size_t>(y * cov.w + x)] > 0.0f && occupied[static_cast<size_t>((cov.y0 + y) * W + cov.x0 + x)])
+        return true;
+  return false;
+}
+
+// Marks the pixels `cov` covers and a one-pixel ring around them as taken.
+void mark_taken(const Coverage& cov, std::vector<uint8_t>& occupied, int64_t W, int64_t H) {
+  for (int64_t y = 0; y < cov.h; ++y)
+    for (int64_t x = 0; x < cov.w; ++x) {
+      if (cov.a[static_cast<size_t>(y * cov.w + x)] <= 0.0f) continue;
+      for (int64_t dy = -1; dy <= 1; ++dy)
+        for (int64_t dx = -1; dx <= 1; ++dx) {
+          const int64_t yy = cov.y0 + y + dy, xx = cov.x0 + x + dx;
+          if (yy >= 0 && yy < H && xx >= 0 && xx < W) occupied[static_cast<size_t>(yy * W + xx)] = 1;
+        }
+    }
+}
+
+// The annotation of a class-`cls` object with outline `poly`: its box (x, y, w, h) and area.
+SynthObject object_of(int cls, std::vector<double> poly) {
+  SynthObject obj;
+  obj.category_id = cls + 1;
+  double minx = poly[0], maxx = poly[0], miny = poly[1], maxy = poly[1];
+  for (size_t i = 0; i < poly.size(); i += 2) {
+    minx = std::min(minx, poly[i]);
+    maxx = std::max(maxx, poly[i]);
+    miny = std::min(miny, poly[i + 1]);
+    maxy = std::max(maxy, poly[i + 1]);
+  }
+  obj.bbox = {minx, miny, round2(maxx - minx), round2(maxy - miny)};
+  obj.area = round2(shoelace(poly));
+  obj.polygon = std::move(poly);
+  return obj;
+}
+
+// One object of a random class and colour, placed where it touches no other within
+// kPlacementTries draws; none when every try clashed or did not fit.
+std::optional<PlacedObject> place_object(const SynthOptions& o, Rng& rng, std::vector<uint8_t>& occupied) {
+  const int64_t W = o.width, H = o.height;
+  const double short_side = static_cast<double>(std::min(W, H));
+  const int cls = static_cast<int>(rng.below(4));
+  Rgb colour = kClassColour[cls];
+  const double gain = rng.uniform(0.85, 1.12);
+  for (double& c : colour.c) c = std::clamp(c * gain + rng.uniform(-12.0, 12.0), 0.0, 255.0);
+  for (int t = 0; t < kPlacementTries; ++t) {
+    const double radius = rng.uniform(o.min_object_scale, o.max_object_scale) * short_side / 2.0;
+    const double theta = rng.uniform(0.0, 2.0 * std::numbers::pi);
+    const auto outline = unit_outline(cls, theta);
+    double ux0 = 1e9, ux1 = -1e9, uy0 = 1e9, uy1 = -1e9;
+    for (const auto& p : outline) {
+      ux0 = std::min(ux0, p[0]);
+      ux1 = std::max(ux1, p[0]);
+      uy0 = std::min(uy0, p[1]);
+      uy1 = std::max(uy1, p[1]);
+    }
+    const double cx_lo = 1.0 - radius * ux0, cx_hi = static_cast<double>(W) - 1.0 - radius * ux1;
+    const double cy_lo = 1.0 - radius * uy0, cy_hi = static_cast<double>(H) - 1.0 - radius * uy1;
+    if (cx_hi <= cx_lo || cy_hi <= cy_lo) continue;
+    const double cx = rng.uniform(cx_lo, cx_hi), cy = rng.uniform(cy_lo, cy_hi);
+    std::vector<double> poly;
+    for (const auto& p : outline) {
+      poly.push_back(round2(cx + radius * p[0]));
+      poly.push_back(round2(cy + radius * p[1]));
+    }
+    Coverage cov = rasterize(poly, W, H);
+    if (overlaps(cov, occupied, W)) continue;
+    mark_taken(cov, occupied, W, H);
+    return PlacedObject{object_of(cls, std::move(poly)), std::move(cov), colour};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64_t index) {
   const int64_t W = o.width, H = o.height;
   Rng rng(seeding::synth_image_seed(o.seed, static_cast<int>(split), index));
@@ -215,69 +303,12 @@ SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64
   std::vector<Rgb> colours;
   const int64_t count = o.min_objects + static_cast<int64_t>(rng.below(
                                             static_cast<uint64_t>(o.max_objects - o.min_objects + 1)));
-  const double short_side = static_cast<double>(std::min(W, H));
   for (int64_t k = 0; k < count; ++k) {
-    const int cls = static_cast<int>(rng.below(4));
-    Rgb colour = kClassColour[cls];
-    const double gain = rng.uniform(0.85, 1.12);
-    for (double& c : colour.c) c = std::clamp(c * gain + rng.uniform(-12.0, 12.0), 0.0, 255.0);
-    for (int t = 0; t < kPlacementTries; ++t) {
-      const double radius = rng.uniform(o.min_object_scale, o.max_object_scale) * short_side / 2.0;
-      const double theta = rng.uniform(0.0, 2.0 * std::numbers::pi);
-      const auto outline = unit_outline(cls, theta);
-      double ux0 = 1e9, ux1 = -1e9, uy0 = 1e9, uy1 = -1e9;
-      for (const auto& p : outline) {
-        ux0 = std::min(ux0, p[0]);
-        ux1 = std::max(ux1, p[0]);
-        uy0 = std::min(uy0, p[1]);
-        uy1 = std::max(uy1, p[1]);
-      }
-      const double cx_lo = 1.0 - radius * ux0, cx_hi = static_cast<double>(W) - 1.0 - radius * ux1;
-      const double cy_lo = 1.0 - radius * uy0, cy_hi = static_cast<double>(H) - 1.0 - radius * uy1;
-      if (cx_hi <= cx_lo || cy_hi <= cy_lo) continue;
-      const double cx = rng.uniform(cx_lo, cx_hi), cy = rng.uniform(cy_lo, cy_hi);
-      std::vector<double> poly;
-      for (const auto& p : outline) {
-        poly.push_back(round2(cx + radius * p[0]));
-        poly.push_back(round2(cy + radius * p[1]));
-      }
-      Coverage cov = rasterize(poly, W, H);
-      bool clash = false;
-      for (int64_t y = 0; y < cov.h && !clash; ++y)
-        for (int64_t x = 0; x < cov.w; ++x)
-          if (cov.a[static_cast<size_t>(y * cov.w + x)] > 0.0f &&
-              occupied[static_cast<size_t>((cov.y0 + y) * W + cov.x0 + x)]) {
-            clash = true;
-            break;
-          }
-      if (clash) continue;
-      // Mark the object and a one-pixel ring around it as taken.
-      for (int64_t y = 0; y < cov.h; ++y)
-        for (int64_t x = 0; x < cov.w; ++x) {
-          if (cov.a[static_cast<size_t>(y * cov.w + x)] <= 0.0f) continue;
-          for (int64_t dy = -1; dy <= 1; ++dy)
-            for (int64_t dx = -1; dx <= 1; ++dx) {
-              const int64_t yy = cov.y0 + y + dy, xx = cov.x0 + x + dx;
-              if (yy >= 0 && yy < H && xx >= 0 && xx < W) occupied[static_cast<size_t>(yy * W + xx)] = 1;
-            }
-        }
-      SynthObject obj;
-      obj.category_id = cls + 1;
-      double minx = poly[0], maxx = poly[0], miny = poly[1], maxy = poly[1];
-      for (size_t i = 0; i < poly.size(); i += 2) {
-        minx = std::min(minx, poly[i]);
-        maxx = std::max(maxx, poly[i]);
-        miny = std::min(miny, poly[i + 1]);
-        maxy = std::max(maxy, poly[i + 1]);
-      }
-      obj.bbox = {minx, miny, round2(maxx - minx), round2(maxy - miny)};
-      obj.area = round2(shoelace(poly));
-      obj.polygon = std::move(poly);
-      out.objects.push_back(std::move(obj));
-      coverages.push_back(std::move(cov));
-      colours.push_back(colour);
-      break;
-    }
+    std::optional<PlacedObject> placed = place_object(o, rng, occupied);
+    if (!placed) continue;
+    out.objects.push_back(std::move(placed->object));
+    coverages.push_back(std::move(placed->coverage));
+    colours.push_back(placed->colour);
   }
 
   // Compose: background, then each object blended by its coverage; fine grain everywhere.
@@ -301,30 +332,21 @@ SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64
   return out;
 }
 
-SynthSummary write_synthetic_dataset(const SynthOptions& o) {
-  o.validate();
-  if (o.out_dir.empty()) throw std::invalid_argument("synth: the output folder (--out) is required");
-  namespace fs = std::filesystem;
-  const auto start = std::chrono::steady_clock::now();
-  const fs::path root(o.out_dir);
-  const CocoLayout layout{root};
-  auto split_name = [](SynthSplit s) { return s == SynthSplit::kTrain ? "train2017" : "val2017"; };
-  std::error_code ec;
-  for (const fs::path& dir : {layout.annotation_file("train2017").parent_path(), layout.image_dir("train2017"),
-                              layout.image_dir("val2017")}) {
-    fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error(dir.string() + ": cannot create folder (" + ec.message() + ")");
-  }
+namespace {
 
-  struct Job {
-    SynthSplit split;
-    int64_t index;
-  };
-  std::vector<Job> jobs;
-  for (int64_t i = 0; i < o.train_images; ++i) jobs.push_back({SynthSplit::kTrain, i});
-  for (int64_t i = 0; i < o.val_images; ++i) jobs.push_back({SynthSplit::kVal, i});
+const char* split_name(SynthSplit s) { return s == SynthSplit::kTrain ? "train2017" : "val2017"; }
+
+// One image to render: its split and its index there.
+struct SynthJob {
+  SynthSplit split;
+  int64_t index;
+};
+
+// Renders and writes every job's JPEG on `o.threads` threads (a progress line on stderr); the
+// objects of job j in objects[j]. The first error is rethrown once every thread has stopped.
+std::vector<std::vector<SynthObject>> render_images(const SynthOptions& o, const CocoLayout& layout,
+                                                    const std::vector<SynthJob>& jobs) {
   std::vector<std::vector<SynthObject>> objects(jobs.size());
-
   std::atomic<size_t> next{0}, done{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
@@ -334,9 +356,9 @@ SynthSummary write_synthetic_dataset(const SynthOptions& o) {
       const size_t j = next.fetch_add(1);
       if (j >= jobs.size() || failed.load()) return;
       try {
-        const Job& job = jobs[j];
+        const SynthJob& job = jobs[j];
         SynthImage img = render_synthetic_image(o, job.split, job.index);
-        const fs::path file =
+        const std::filesystem::path file =
             layout.image_dir(split_name(job.split)) / image_file_name(image_id_of(o, job.split, job.index));
         write_file(file.string(), encode_jpeg(img.image, o.jpeg_quality));
         objects[j] = std::move(img.objects);
@@ -351,60 +373,82 @@ SynthSummary write_synthetic_dataset(const SynthOptions& o) {
   };
   const int nthreads = std::max(1, o.threads > 0 ? o.threads
                                                  : static_cast<int>(std::thread::hardware_concurrency()));
-  {
-    logging::Progress progress("synth " + o.out_dir, static_cast<int64_t>(jobs.size()), "img",
-                               o.progress ? stderr : nullptr);
-    std::vector<std::thread> pool;
-    for (int t = 0; t < nthreads; ++t) pool.emplace_back(work);
-    while (done.load() < jobs.size() && !failed.load()) {
-      progress.update(static_cast<int64_t>(done.load()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
-    progress.finish();
+  logging::Progress progress("synth " + o.out_dir, static_cast<int64_t>(jobs.size()), "img",
+                             o.progress ? stderr : nullptr);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < nthreads; ++t) pool.emplace_back(work);
+  while (done.load() < jobs.size() && !failed.load()) {
+    progress.update(static_cast<int64_t>(done.load()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  progress.finish();
+  return objects;
+}
+
+// Writes the annotation file of `split` (its jobs' images and objects); the number of objects.
+int64_t write_annotations(const SynthOptions& o, const CocoLayout& layout, SynthSplit split,
+                          const std::vector<SynthJob>& jobs, const std::vector<std::vector<SynthObject>>& objects) {
+  using nlohmann::json;
+  json images = json::array(), annotations = json::array(), categories = json::array();
+  for (size_t c = 0; c < kSynthCategories.size(); ++c)
+    categories.push_back({{"id", static_cast<int64_t>(c + 1)}, {"name", kSynthCategories[c]},
+                          {"supercategory", "shape"}});
+  int64_t ann_id = 1;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].split != split) continue;
+    const int64_t image_id = image_id_of(o, split, jobs[j].index);
+    images.push_back({{"id", image_id}, {"file_name", image_file_name(image_id)},
+                      {"width", o.width}, {"height", o.height}});
+    for (const SynthObject& obj : objects[j]) {
+      annotations.push_back({{"id", ann_id++},
+                             {"image_id", image_id},
+                             {"category_id", obj.category_id},
+                             {"segmentation", json::array({obj.polygon})},
+                             {"area", obj.area},
+                             {"bbox", obj.bbox},
+                             {"iscrowd", 0}});
+    }
+  }
+  char desc[256];
+  std::snprintf(desc, sizeof desc,
+                "mlperf-maskrcnn synthetic shapes: --train %lld --val %lld --size %lldx%lld --seed %llu",
+                static_cast<long long>(o.train_images), static_cast<long long>(o.val_images),
+                static_cast<long long>(o.width), static_cast<long long>(o.height),
+                static_cast<unsigned long long>(o.seed));
+  json doc = {{"info", {{"description", desc}, {"version", "1.0"}}},
+              {"licenses", json::array()},
+              {"images", std::move(images)},
+              {"annotations", std::move(annotations)},
+              {"categories", std::move(categories)}};
+  const std::string text = doc.dump();
+  write_file(layout.annotation_file(split_name(split)).string(), std::vector<uint8_t>(text.begin(), text.end()));
+  return ann_id - 1;
+}
+
+}  // namespace
+
+SynthSummary write_synthetic_dataset(const SynthOptions& o) {
+  o.validate();
+  if (o.out_dir.empty()) throw std::invalid_argument("synth: the output folder (--out) is required");
+  namespace fs = std::filesystem;
+  const auto start = std::chrono::steady_clock::now();
+  const CocoLayout layout{fs::path(o.out_dir)};
+  std::error_code ec;
+  for (const fs::path& dir : {layout.annotation_file("train2017").parent_path(), layout.image_dir("train2017"),
+                              layout.image_dir("val2017")}) {
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(dir.string() + ": cannot create folder (" + ec.message() + ")");
+  }
+  std::vector<SynthJob> jobs;
+  for (int64_t i = 0; i < o.train_images; ++i) jobs.push_back({SynthSplit::kTrain, i});
+  for (int64_t i = 0; i < o.val_images; ++i) jobs.push_back({SynthSplit::kVal, i});
+  const std::vector<std::vector<SynthObject>> objects = render_images(o, layout, jobs);
 
   SynthSummary summary;
-  for (SynthSplit split : {SynthSplit::kTrain, SynthSplit::kVal}) {
-    using nlohmann::json;
-    json images = json::array(), annotations = json::array(), categories = json::array();
-    for (size_t c = 0; c < kSynthCategories.size(); ++c)
-      categories.push_back({{"id", static_cast<int64_t>(c + 1)}, {"name", kSynthCategories[c]},
-                            {"supercategory", "shape"}});
-    int64_t ann_id = 1;
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      if (jobs[j].split != split) continue;
-      const int64_t image_id = image_id_of(o, split, jobs[j].index);
-      images.push_back({{"id", image_id}, {"file_name", image_file_name(image_id)},
-                        {"width", o.width}, {"height", o.height}});
-      for (const SynthObject& obj : objects[j]) {
-        annotations.push_back({{"id", ann_id++},
-                               {"image_id", image_id},
-                               {"category_id", obj.category_id},
-                               {"segmentation", json::array({obj.polygon})},
-                               {"area", obj.area},
-                               {"bbox", obj.bbox},
-                               {"iscrowd", 0}});
-      }
-    }
-    const bool train = split == SynthSplit::kTrain;
-    (train ? summary.train_objects : summary.val_objects) = ann_id - 1;
-    char desc[256];
-    std::snprintf(desc, sizeof desc,
-                  "mlperf-maskrcnn synthetic shapes: --train %lld --val %lld --size %lldx%lld --seed %llu",
-                  static_cast<long long>(o.train_images), static_cast<long long>(o.val_images),
-                  static_cast<long long>(o.width), static_cast<long long>(o.height),
-                  static_cast<unsigned long long>(o.seed));
-    json doc = {{"info", {{"description", desc}, {"version", "1.0"}}},
-                {"licenses", json::array()},
-                {"images", std::move(images)},
-                {"annotations", std::move(annotations)},
-                {"categories", std::move(categories)}};
-    const fs::path file = layout.annotation_file(split_name(split));
-    const std::string text = doc.dump();
-    write_file(file.string(), std::vector<uint8_t>(text.begin(), text.end()));
-  }
+  summary.train_objects = write_annotations(o, layout, SynthSplit::kTrain, jobs, objects);
+  summary.val_objects = write_annotations(o, layout, SynthSplit::kVal, jobs, objects);
   summary.train_images = o.train_images;
   summary.val_images = o.val_images;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
