@@ -115,7 +115,7 @@ void TimedRun::log_rank_step_seconds(int64_t epoch, std::vector<double> seconds)
   if (any) mllog_.log(key::kRankStepSeconds, Json{{"median", medians}, {"p95", p95s}}, Json{{meta::kEpochNum, epoch}});
 }
 
-void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::string& status) {
+void TimedRun::train_epochs(std::string& status) {
   const int64_t rank_images = train_->num_images() / std::max(1, comm_.world_size());
   bool stop = false;
   for (int64_t epoch = options_.first_epoch; epoch <= options_.max_epochs && !stop; ++epoch) {
@@ -159,7 +159,7 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
         throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
         // A measurement's epoch ends here, the same step on every rank.
         if (options_.max_steps_per_epoch > 0 && steps >= options_.max_steps_per_epoch) break;
-        if (target_reached()) {  // an earlier epoch's score arrived and met the targets
+        if (agree_target_reached()) {  // an earlier epoch's score arrived and met the targets
           stop = true;
           break;
         }
@@ -186,11 +186,11 @@ void TimedRun::train_epochs(const std::function<bool()>& target_reached, std::st
     mllog_.log(key::kEvalInferenceSeconds, inference_s, Json{{meta::kEpochNum, epoch}});
     notify([&](RunObserver& o) { o.eval_done(epoch, inference_s); });
     if (!options_.async_eval) scorer_->wait_all();
-    stop = target_reached();
+    stop = agree_target_reached();
   }
   if (!stop) {  // the last epochs' scores are still on their way
     scorer_->wait_all();
-    stop = target_reached();
+    stop = agree_target_reached();
   }
   if (stop) status = std::string(logging::value::kSuccess);
 }
@@ -215,53 +215,76 @@ void TimedRun::tell_run_stopped(bool aborted) {
   }
 }
 
+// Rank 0 scores; its verdict (go on, targets reached, scoring failed) is broadcast so that every
+// rank stops after the same step. Every rank calls this at the same points.
+bool TimedRun::agree_target_reached() {
+  int64_t verdict = 0;
+  if (comm_.is_main()) {
+    std::lock_guard lock(mutex_);
+    verdict = scoring_error_ ? 2 : target_reached_ ? 1 : 0;
+  }
+  if (comm_.world_size() > 1) {
+    std::vector<at::Tensor> t{at::full({1}, verdict, at::kLong)};
+    comm_.broadcast(t, 0);
+    verdict = t[0].item<int64_t>();
+  }
+  if (verdict == 2) {
+    if (!comm_.is_main()) throw std::runtime_error("COCO scoring failed on rank 0");
+    std::lock_guard lock(mutex_);
+    std::rethrow_exception(scoring_error_);
+  }
+  if (verdict == 1 && !comm_.is_main()) {
+    std::lock_guard lock(mutex_);
+    target_reached_ = true;
+  }
+  return verdict == 1;
+}
+
+// The data and the scorer, built on the clock, and their sizes logged; a DataError when there is
+// nothing to train on or to evaluate.
+void TimedRun::open_data() {
+  if (options_.max_steps_per_epoch > 0) {
+    mllog_.log(key::kMaxStepsPerEpoch, options_.max_steps_per_epoch);
+    if (comm_.is_main())
+      logging::info("a measurement, not a result: every epoch ends after " +
+                    std::to_string(options_.max_steps_per_epoch) +
+                    " steps (run.max_steps_per_epoch); the run does not converge");
+  }
+  train_ = parts_.train_data();
+  val_ = parts_.val_data();
+  scorer_ = parts_.scorer();
+  if (train_->num_images() == 0 || train_->batches_per_epoch() == 0)
+    throw DataError("the training data gives no batch to train on (" + std::to_string(train_->num_images()) + " images)");
+  if (val_->num_images() == 0) throw DataError("the validation data has no image to evaluate");
+  mllog_.log(key::kTrainSamples, train_->num_images(), train_->sample_metadata());
+  mllog_.log(key::kEvalSamples, val_->num_images(), val_->sample_metadata());
+}
+
+// Rank 0's last console line: the time to train, a measurement's end, or why the run aborted.
+void TimedRun::announce_outcome(double wall_seconds) const {
+  if (!comm_.is_main()) return;
+  if (result_.success)
+    logging::info(logging::strprintf("time to train: %.1f s (%.2f min), targets reached at epoch %lld",
+                                     result_.run_seconds, result_.run_seconds / 60.0,
+                                     static_cast<long long>(result_.converged_epoch)));
+  else if (options_.max_steps_per_epoch > 0)
+    logging::info(logging::strprintf("measurement done: %lld epochs of up to %lld steps (%.1f s); a measurement for "
+                                     "`forecast --measured`, not a result",
+                                     static_cast<long long>(options_.max_epochs),
+                                     static_cast<long long>(options_.max_steps_per_epoch), wall_seconds));
+  else
+    logging::warn(logging::strprintf("run aborted: targets not reached in %lld epochs (%.1f s)",
+                                     static_cast<long long>(options_.max_epochs), wall_seconds));
+}
+
 RunResult TimedRun::run() {
   result_.run_start_ms = mllog_.log(key::kRunStart);
   if (result_.run_start_ms == 0) result_.run_start_ms = logging::now_ms();
   const auto t0 = std::chrono::steady_clock::now();
   std::string status = std::string(logging::value::kAborted);
-  // Rank 0 scores; its verdict (go on, targets reached, scoring failed) is broadcast so that
-  // every rank stops after the same step. Every rank calls this at the same points.
-  auto target_reached = [this] {
-    int64_t verdict = 0;
-    if (comm_.is_main()) {
-      std::lock_guard lock(mutex_);
-      verdict = scoring_error_ ? 2 : target_reached_ ? 1 : 0;
-    }
-    if (comm_.world_size() > 1) {
-      std::vector<at::Tensor> t{at::full({1}, verdict, at::kLong)};
-      comm_.broadcast(t, 0);
-      verdict = t[0].item<int64_t>();
-    }
-    if (verdict == 2) {
-      if (!comm_.is_main()) throw std::runtime_error("COCO scoring failed on rank 0");
-      std::lock_guard lock(mutex_);
-      std::rethrow_exception(scoring_error_);
-    }
-    if (verdict == 1 && !comm_.is_main()) {
-      std::lock_guard lock(mutex_);
-      target_reached_ = true;
-    }
-    return verdict == 1;
-  };
-
   try {
-    if (options_.max_steps_per_epoch > 0) {
-      mllog_.log(key::kMaxStepsPerEpoch, options_.max_steps_per_epoch);
-      if (comm_.is_main())
-        logging::info("a measurement, not a result: every epoch ends after " +
-                      std::to_string(options_.max_steps_per_epoch) +
-                      " steps (run.max_steps_per_epoch); the run does not converge");
-    }
-    train_ = parts_.train_data();
-    val_ = parts_.val_data();
-    scorer_ = parts_.scorer();
-    if (train_->num_images() == 0 || train_->batches_per_epoch() == 0)
-      throw DataError("the training data gives no batch to train on (" + std::to_string(train_->num_images()) + " images)");
-    if (val_->num_images() == 0) throw DataError("the validation data has no image to evaluate");
-    mllog_.log(key::kTrainSamples, train_->num_images(), train_->sample_metadata());
-    mllog_.log(key::kEvalSamples, val_->num_images(), val_->sample_metadata());
-    train_epochs(target_reached, status);
+    open_data();
+    train_epochs(status);
   } catch (...) {
     result_.run_stop_ms = log_run_stop(logging::value::kAborted);
     try {
@@ -288,20 +311,7 @@ RunResult TimedRun::run() {
   // Scores of epochs after convergence may still be running; they are not logged.
   scorer_->wait_all();
   tell_run_stopped(/*aborted=*/false);
-  if (comm_.is_main()) {
-    if (result_.success)
-      logging::info(logging::strprintf("time to train: %.1f s (%.2f min), targets reached at epoch %lld",
-                                       result_.run_seconds, result_.run_seconds / 60.0,
-                                       static_cast<long long>(result_.converged_epoch)));
-    else if (options_.max_steps_per_epoch > 0)
-      logging::info(logging::strprintf("measurement done: %lld epochs of up to %lld steps (%.1f s); a measurement for "
-                                       "`forecast --measured`, not a result",
-                                       static_cast<long long>(options_.max_epochs),
-                                       static_cast<long long>(options_.max_steps_per_epoch), wall));
-    else
-      logging::warn(logging::strprintf("run aborted: targets not reached in %lld epochs (%.1f s)",
-                                       static_cast<long long>(options_.max_epochs), wall));
-  }
+  announce_outcome(wall);
   return result_;
 }
 

@@ -176,7 +176,12 @@ class TimedRun {
   template <typename Hook>
   void notify(Hook hook);
 
-  void train_epochs(const std::function<bool()>& target_reached, std::string& status);
+  // Rank 0's verdict on the scores so far, broadcast: true when the targets are reached; rethrows
+  // a scoring failure on every rank. A collective.
+  bool agree_target_reached();
+  void open_data();
+  void train_epochs(std::string& status);
+  void announce_outcome(double wall_seconds) const;
 
   logging::MLLogger& mllog_;
   train::TrainableModel& model_;

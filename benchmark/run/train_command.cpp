@@ -233,6 +233,44 @@ bool clear_page_caches(comm::Communicator& comm, bool wanted) {
   return wanted && all;
 }
 
+// The ranks meet and agree on the launch: 0, or the exit code of why they cannot (2: a malformed
+// rank environment, a rank count other than the launch's, configurations that differ; 1: ranks
+// that cannot meet). The console knows its rank from here on.
+int meet_ranks(const TrainInputs& in, std::unique_ptr<comm::Communicator>& comm) {
+  const SystemConfig& cfg = in.config;
+  try {
+    comm = make_communicator(cfg);
+  } catch (const comm::CommunicatorConfigError& e) {
+    return report_error("train", e, 2);
+  } catch (const std::exception& e) {
+    return report_error("train", e, 1);
+  }
+  logging::setup_console({.rank = comm->rank(), .world_size = comm->world_size(), .level = in.level});
+  if (comm->world_size() != cfg.launch.world_size()) {
+    logging::error(logging::strprintf("launch asks for %lld ranks, but %d are running",
+                                      static_cast<long long>(cfg.launch.world_size()), comm->world_size()));
+    return 2;
+  }
+  if (comm->world_size() > 1) {
+    if (const std::string problem = ranks_disagree(*comm, cfg); !problem.empty()) {
+      if (comm->is_main()) logging::error(problem);
+      return 2;
+    }
+    log_placement(*comm);
+  }
+  return 0;
+}
+
+// Rank 0, after run_stop, outside the timed region: the trained weights (for eval and predict),
+// and where the run's files are.
+void save_outputs(const model::MaskRCNN& net, const SystemConfig& cfg, const RunFolder& folder, int64_t steps) {
+  model::save_weights(*net, folder.weights().string(),
+                      {{"system", cfg.name}, {"seed", std::to_string(cfg.run.seed)}, {"steps", std::to_string(steps)}});
+  logging::info("MLPerf log: " + folder.log().string());
+  logging::info("metrics:    " + folder.metrics().string());
+  logging::info("weights:    " + folder.weights().string());
+}
+
 }  // namespace
 
 int train_main(int argc, char** argv) {
@@ -246,25 +284,7 @@ int train_main(int argc, char** argv) {
   }
   const SystemConfig& cfg = in.config;
   std::unique_ptr<comm::Communicator> comm;
-  try {  // the ranks meet here: a malformed rank environment (2) or ranks that cannot meet (1) end it
-    comm = make_communicator(cfg);
-  } catch (const comm::CommunicatorConfigError& e) {
-    return report_error("train", e, 2);
-  } catch (const std::exception& e) {
-    return report_error("train", e, 1);
-  }
-  logging::setup_console({.rank = comm->rank(), .world_size = comm->world_size(), .level = in.level});
-  if (comm->world_size() != cfg.launch.world_size()) {
-    logging::error(logging::strprintf("launch asks for %lld ranks, but %d are running",
-                                      static_cast<long long>(cfg.launch.world_size()), comm->world_size()));
-    return 2;
-  }
-  if (comm->world_size() > 1)
-    if (const std::string problem = ranks_disagree(*comm, cfg); !problem.empty()) {
-      if (comm->is_main()) logging::error(problem);
-      return 2;
-    }
-  if (comm->world_size() > 1) log_placement(*comm);
+  if (const int code = meet_ranks(in, comm); code != 0) return code;
   StopSignals stop_signals;  // SIGTERM/SIGINT: stop at the next safe point
   apply_launch_settings(cfg, comm->local_rank());
 
@@ -298,14 +318,7 @@ int train_main(int argc, char** argv) {
 
   const int status = run_timed(in, mllog, model, trainer, *comm, device, folder, fingerprint ? &*fingerprint : nullptr);
   if (status != 0 && status != 3) return status;
-  if (main_rank) {  // after run_stop, outside the timed region: the trained weights, for eval and predict
-    model::save_weights(*net, folder.weights().string(),
-                        {{"system", cfg.name}, {"seed", std::to_string(cfg.run.seed)},
-                         {"steps", std::to_string(trainer.global_step())}});
-    logging::info("MLPerf log: " + folder.log().string());
-    logging::info("metrics:    " + folder.metrics().string());
-    logging::info("weights:    " + folder.weights().string());
-  }
+  if (main_rank) save_outputs(net, cfg, folder, trainer.global_step());
   // Every rank ends after rank 0 has written everything: a launcher that ends the job at the
   // first rank's non-zero exit (srun --kill-on-bad-exit, with 3 for targets not reached) would
   // otherwise stop rank 0 while it writes the weights. After it, the launcher's SIGTERM to the
