@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "logging/check_message.h"
+
 namespace mrcnn::logging {
 
 struct CheckOptions {
@@ -28,12 +30,6 @@ struct CheckOptions {
   bool strict = false;            // advisories become errors
   // Lines longer than this after the ":::MLLOG " token are refused (memory stays bounded).
   size_t max_record_bytes = size_t{64} << 20;
-};
-
-struct CheckMessage {
-  int64_t line = 0;   // 1-based line in the file; 0 when the message is about the whole log
-  std::string key;    // the log key concerned ("" when none)
-  std::string text;
 };
 
 struct CheckReport {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "logging/compliance.h"
+#include "logging/check_message.h"
 #include "logging/py_json.h"
 
 namespace mrcnn::logging::detail {

@@ -5,7 +5,6 @@
 #include <map>
 #include <tuple>
 
-#include "benchmark/analysis/report_detail.h"
 #include "logging/json_file.h"
 
 namespace mrcnn::analysis {
@@ -159,7 +158,7 @@ SystemReport report_system(const report_detail::Found& f, const ReportOptions& o
                  .folder = f.folder.string(), .source = f.source};
   s.label = s.name;
   s.problems = f.problems;
-  for (const fs::path& run : f.runs) s.runs.push_back(report_detail::summarize_run(run));
+  for (const fs::path& run : f.runs) s.runs.push_back(summarize_run(run));
   for (const RunSummary& r : s.runs)
     if (!r.run.benchmark.empty() && r.run.benchmark != "maskrcnn")
       throw ReportError(r.file + ": a result of benchmark '" + r.run.benchmark + "', not Mask R-CNN (maskrcnn)");

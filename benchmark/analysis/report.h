@@ -29,8 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "benchmark/analysis/numbers.h"
 #include "benchmark/analysis/rcp.h"
+#include "benchmark/analysis/report_discovery.h"
 #include "benchmark/analysis/run_record.h"
+#include "benchmark/analysis/run_summary.h"
 #include "benchmark/analysis/system_description.h"
 
 namespace mrcnn::analysis {
@@ -38,50 +41,6 @@ namespace mrcnn::analysis {
 struct ReportOptions {
   std::map<std::string, double> price_per_node_hour;  // by system name; "" applies to every system
   std::string systems_dir = "systems";                // where systems/<name>.json may describe a system
-};
-
-struct TimeBreakdown {  // seconds
-  double init = 0, training = 0, eval_inference = 0, final_scoring_wait = 0, idle = 0;
-  // COCO scoring, overlapped with training: from metrics.jsonl when kept; empty when no run logs it.
-  std::optional<double> scoring_total;
-};
-
-// Training images/s of a run, from the best evidence it left, in this order:
-//   1. the log's own `throughput` events (NVIDIA's harness logs them): their median;
-//   2. the images metrics.jsonl's steps x the global batch cover in the epochs trained, over the
-//      training time (the epochs' start to stop): this project's own runs, a partial last epoch
-//      included as far as it went;
-//   3. the epochs trained x COCO train2017's 117,266 images over the training time, where the log
-//      is of the closed division (whose rules fix the dataset) or validated on COCO val2017
-//      (eval_samples 5000; NVIDIA's harness logs 1);
-//   4. the epochs trained x train_samples over the training time.
-// `train_samples` is checked against the evidence used: the kept steps of every whole epoch
-// (within one batch), else the figure (within 10 %). NVIDIA's harness logs 40000 or 20000 while
-// every epoch is the whole training set; a disagreement is the note. Events are checked against
-// epochs x 117,266 where the log is COCO's and no steps were kept.
-struct Throughput {
-  std::optional<double> images_per_s;  // whole system
-  std::string source;                  // one of the kSource* below; "" when no evidence
-  std::string note;                    // the disagreements, "" when none
-  std::optional<double> train_samples_ratio;  // what train_samples gives / the evidence, when they disagree
-  std::optional<double> events_ratio;         // epochs x 117266 / the events, when they disagree
-};
-inline constexpr const char* kSourceThroughputEvents = "throughput events";
-inline constexpr const char* kSourceCocoEpochs = "epochs x 117266 (COCO train2017)";
-inline constexpr const char* kSourceTrainSamples = "epochs x train_samples";
-inline constexpr const char* kSourceSteps = "steps x global_batch_size (metrics.jsonl)";
-inline constexpr int64_t kCocoTrainImages = 117266;  // train2017 images with a usable annotation
-inline constexpr int64_t kCocoValImages = 5000;
-
-struct RunSummary {
-  std::string file;
-  RunRecord run;
-  bool compliant = false;   // the MLPerf compliance check (the official verdict)
-  std::string check_error;  // the first failing line when not compliant
-  std::optional<double> minutes;          // time to train, when run_start and run_stop were logged
-  std::optional<double> epochs_to_converge;
-  Throughput throughput;                  // whole system, training epochs only
-  TimeBreakdown time;
 };
 
 struct SystemReport {
@@ -127,18 +86,9 @@ struct SystemReport {
   std::optional<double> price_per_node_hour, cost_per_result;
 };
 
-struct ReportError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Finds every system under `paths` and reports it; throws ReportError when a path holds none.
+// Finds every system under `paths` and reports it; throws ReportError (report_discovery.h) when a
+// path holds none.
 std::vector<SystemReport> build_report(const std::vector<std::string>& paths, const ReportOptions& options);
-
-// A number as printf's `format` writes it (the report's table, notes and page share it).
-std::string format_number(double v, const char* format);
-
-// The median of a non-empty `v` (the mean of the middle two for an even count).
-double median(std::vector<double> v);
 
 // An accelerator model as a group key: lower case, letters and digits only, so that submitters'
 // spellings of one part ("A100-PCIe-80GB", "A100-PCIE-80GB") fall in one group.

@@ -1,10 +1,10 @@
-// report's discovery: the systems under the folders given (report_detail.h).
+// report's discovery: the systems under the folders given (report_discovery.h).
 #include <algorithm>
 #include <regex>
 #include <set>
 #include <system_error>
 
-#include "benchmark/analysis/report_detail.h"
+#include "benchmark/analysis/report_discovery.h"
 
 namespace mrcnn::analysis::report_detail {
 

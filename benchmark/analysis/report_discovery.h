@@ -1,16 +1,21 @@
-// Internal to `report` (report.h): what its files share. Discovery finds the systems' folders
-// (report_discovery.cpp), each run is read and measured on its own (report_runs.cpp), systems are
-// scored, labelled and scaled (report.cpp) and written as a table and JSON (report_format.cpp;
-// report_html.cpp draws the page).
+// `report`'s discovery (report_discovery.cpp): the systems under the folders given, each once, and
+// the error when a folder holds none.
 #pragma once
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "benchmark/analysis/report.h"
+namespace mrcnn::analysis {
 
-namespace mrcnn::analysis::report_detail {
+// A folder given to `report` (or `forecast --measured`) that does not exist, is not a folder or
+// holds no result; what() names it.
+struct ReportError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+namespace report_detail {
 
 // One system found under the folders given: a benchmark folder's result files (its name the
 // <system> of <system>/maskrcnn), or the run folders `train --out DIR` leaves (named for DIR).
@@ -26,7 +31,5 @@ struct Found {
 // is not a folder, or holds no result.
 std::vector<Found> discover(const std::vector<std::string>& paths);
 
-// A result file or a run folder read, checked by the compliance check and measured.
-RunSummary summarize_run(const std::filesystem::path& path);
-
-}  // namespace mrcnn::analysis::report_detail
+}  // namespace report_detail
+}  // namespace mrcnn::analysis

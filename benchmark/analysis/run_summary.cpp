@@ -1,15 +1,16 @@
-// report's reading of one run: its compliance verdict, time to train, where the time went and
-// its images/s from the best evidence the log gives (report_detail.h).
+// One run read (run_summary.h): its compliance verdict, time to train, where the time went and its
+// images/s from the best evidence the log gives.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 
-#include "benchmark/analysis/report_detail.h"
+#include "benchmark/analysis/numbers.h"
+#include "benchmark/analysis/run_summary.h"
 #include "logging/compliance.h"
 
-namespace mrcnn::analysis::report_detail {
+namespace mrcnn::analysis {
 
 namespace fs = std::filesystem;
 
@@ -54,7 +55,7 @@ std::vector<int64_t> images_stepped(const RunRecord& r) {
   return out;
 }
 
-// train_samples against the evidence used (see Throughput in report.h).
+// train_samples against the evidence used (see Throughput in run_summary.h).
 void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped, double per_epoch_scale, Throughput& t) {
   if (!r.train_samples || *r.train_samples <= 0 || !t.images_per_s || t.source == kSourceTrainSamples) return;
   const auto samples = static_cast<double>(*r.train_samples);
@@ -78,7 +79,7 @@ void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped
   }
 }
 
-// See Throughput in report.h.
+// See Throughput in run_summary.h.
 Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) {
   Throughput t;
   if (!r.throughput.empty()) t.images_per_s = median(r.throughput), t.source = kSourceThroughputEvents;
@@ -128,4 +129,4 @@ RunSummary summarize_run(const fs::path& path) {
   return s;
 }
 
-}  // namespace mrcnn::analysis::report_detail
+}  // namespace mrcnn::analysis
