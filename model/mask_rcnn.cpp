@@ -133,10 +133,22 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
     RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
     counts = ops::BalancedPositiveNegativeSampler::read_counts({&anchor_labels.draw, &candidates.draw});
   }
-  StageLosses anchors = rpn->losses(feats, anchor_labels, counts[0], targets, streams);
-  StageLosses rois = roi_heads->forward_train(feats, candidates, counts[1], targets, streams);
+  // The three loss heads, each on its own stream when head_streams is on (the host draws in the
+  // same order either way: the RPN's, then the RoIs').
+  if (!heads_ || heads_device_ != dev) {
+    heads_ = std::make_unique<HeadStreams>(options_.head_streams, dev);
+    heads_device_ = dev;
+  }
+  StageLosses anchors;
+  heads_->run(HeadStreams::Head::kRpn,
+              [&] { anchors = rpn->losses(feats, anchor_labels, counts[0], targets, streams); });
+  StageLosses rois = roi_heads->forward_train(feats, candidates, counts[1], targets, streams, *heads_);
   TrainOutput out{.losses = std::move(anchors.losses), .rpn = anchors.counts, .roi = rois.counts};
   out.losses.merge(rois.losses);
+  std::vector<at::Tensor> ready;
+  for (const auto& [name, loss] : out.losses) ready.push_back(loss);
+  for (const SampleCounts& c : {out.rpn, out.roi}) ready.insert(ready.end(), {c.sampled, c.positive});
+  heads_->join(ready);
   return out;
 }
 

@@ -35,6 +35,7 @@
 #include "model/backbone/fpn.h"
 #include "model/backbone/resnet.h"
 #include "model/feature_graphs.h"
+#include "model/head_streams.h"
 #include "model/options.h"
 #include "model/roi_heads.h"
 #include "model/rpn.h"
@@ -108,6 +109,10 @@ class MaskRCNNImpl : public torch::nn::Module {
 
   ModelOptions options_;
   std::shared_ptr<FeatureGraphs> graphs_;
+  // The loss heads' streams (options_.head_streams on a GPU), made at the first training step on
+  // the model's device of that step.
+  std::unique_ptr<HeadStreams> heads_;
+  c10::Device heads_device_ = c10::Device(c10::kCPU);
 };
 TORCH_MODULE(MaskRCNN);
 

@@ -190,6 +190,10 @@ struct ModelOptions {
   // of the first cuda_graph_shapes padded batch shapes (later shapes run without graphs);
   // 0: no graphs. The same arithmetic either way (feature_graphs.h).
   int64_t cuda_graph_shapes = 0;
+  // CUDA only: the training step's loss heads (the RPN's loss, the box head, the mask head) on
+  // three streams of their own, as NVIDIA's harness runs them (head_streams.h); the same
+  // arithmetic either way. No effect on a CPU.
+  bool head_streams = false;
 
   // Throws std::invalid_argument naming the first invalid field ("rpn.positive_fraction ...").
   void validate() const;

@@ -92,6 +92,7 @@ void fields(V& v, ModelOptions& o) {
   v("cpu_own_weight_grad", o.cpu_own_weight_grad);
   v("precision", o.precision);
   v("cuda_graph_shapes", o.cuda_graph_shapes);
+  v("head_streams", o.head_streams);
 }
 
 template <class T>

@@ -87,21 +87,22 @@ StageLosses RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
   const RoICandidates candidates = label(proposals, targets);
   const at::Tensor host_counts =
       ops::BalancedPositiveNegativeSampler::read_counts({&candidates.draw}).front();
-  return forward_train(features, candidates, host_counts, targets, streams);
+  HeadStreams one_stream;
+  return forward_train(features, candidates, host_counts, targets, streams, one_stream);
 }
 
 StageLosses RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
                                         const RoICandidates& candidates,
                                         const at::Tensor& host_counts,
                                         const std::vector<ImageTargets>& targets,
-                                        SampleStreams& streams) {
+                                        SampleStreams& streams, HeadStreams& heads) {
   const SampledRoIs sampled = sample(candidates, host_counts, targets, streams);
   StageLosses out;
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   out.counts = {.sampled = at::scalar_tensor(sampled.rois.size(0), i64),
                 .positive = at::scalar_tensor(sampled.positives.size(0), i64)};
-  box_losses(features, sampled, out.losses);
-  mask_loss(features, sampled, out.losses);
+  heads.run(HeadStreams::Head::kBox, [&] { box_losses(features, sampled, out.losses); });
+  heads.run(HeadStreams::Head::kMask, [&] { mask_loss(features, sampled, out.losses); });
   return out;
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/box_head.h"
+#include "model/head_streams.h"
 #include "model/mask_head.h"
 #include "model/ops/proposals.h"
 #include "model/ops/box/sampler.h"
@@ -70,9 +71,11 @@ class RoIHeadsImpl : public torch::nn::Module {
   // (`host_counts`: candidates.draw.counts on the CPU). The first overload is label(), the read,
   // then the second.
   RoICandidates label(const ops::Proposals& proposals, const std::vector<ImageTargets>& targets) const;
+  // The box head and the mask head run on `heads`' streams (head_streams.h): their losses are
+  // ready on the step's stream after heads.join().
   StageLosses forward_train(const std::vector<at::Tensor>& features, const RoICandidates& candidates,
                             const at::Tensor& host_counts, const std::vector<ImageTargets>& targets,
-                            SampleStreams& streams);
+                            SampleStreams& streams, HeadStreams& heads);
 
   // image_sizes: int64 [N, 2] true sizes (CPU). One RawDetections per image: the box branch's
   // detections (select_detections), then the mask branch's probabilities for them.

@@ -85,6 +85,9 @@ constexpr Rule kConfigRules[] = {
     {"run.cuda_graph_shapes", true,
      "graphs replay the same operations (bit-identical when rehearsed on the CPU), but no GPU comparison has "
      "been made: treated as a possible difference"},
+    {"model.head_streams", true,
+     "the loss heads on CUDA streams of their own run the same kernels on the same samples, but no GPU "
+     "comparison has been made: treated as a possible difference"},
     {"run.eval_threads", false, kEvalThreads},
     {"data.loader_threads", false, kLoaderThreads},
     {"data.prefetch_batches", false, "prefetching does not change the batches"},
@@ -110,6 +113,7 @@ constexpr Rule kConfigRules[] = {
 constexpr std::pair<std::string_view, std::string_view> kConfigDefaults[] = {
     {"run.max_steps_per_epoch", "0"},  // whole epochs
     {"launch.network_gbps", "0.0"},    // not given
+    {"model.head_streams", "false"},   // one stream
 };
 
 bool absent_default(const std::string& key, const std::pair<std::string, std::string>& v) {

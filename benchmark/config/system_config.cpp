@@ -309,6 +309,9 @@ void validate(const SystemConfig& c) {
   // bf16 on CUDA: autocast bfloat16, no loss scaling (Ampere and newer; a V100 emulates it slowly).
   if (c.run.cuda_graph_shapes > 0 && !cuda)
     fail_at(c, "run.cuda_graph_shapes", "CUDA graphs need run.device \"cuda\", not \"" + device + "\" (set 0)");
+  if (c.model_section.head_streams && !cuda)
+    fail_at(c, "model.head_streams", "the loss heads' streams are CUDA streams: run.device \"" + device +
+                                         "\" has none (set false)");
   // On an H200 (2026-11-26) the step of a second captured shape differed from the eager step
   // (tests/model/test_feature_graphs.cpp, OnCudaGraphedTrainingIsTheEagerTraining); one shape matched.
   if (c.run.cuda_graph_shapes > 1)

@@ -32,7 +32,7 @@ Files in --out:
 
 Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--precision fp16|bf16|fp32]
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
-           [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm]
+           [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,head_streams]
            [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -57,7 +57,8 @@ import trace_summary as ts  # noqa: E402
 import torch  # noqa: E402
 
 MAX_FILE_MB = 16
-VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm")
+VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
+            "head_streams")
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -206,6 +207,12 @@ def run(args):
         if "full_randperm" in args.ab_variants:
             # The sampler's draws as they were: full permutations (the same samples, more host time).
             plan.append(("full_randperm", args.batch, None, None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}))
+        if "head_streams" in args.ab_variants:
+            # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
+            if args.device == "cuda":
+                plan.append(("head_streams", args.batch, None, {"head_streams": True}, []))
+            else:
+                ab["skipped"].append({"name": "head_streams", "why": "a GPU switch: not on the CPU"})
         for name, batch, vcfg, options, extra, *environ in plan:
             def one(name=name, batch=batch, vcfg=vcfg, options=options, extra=extra,
                     environ=environ[0] if environ else {}):

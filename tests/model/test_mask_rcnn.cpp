@@ -407,5 +407,61 @@ TEST_F(MaskRCNNTest, CudaTrainingStepAndInferenceMatchTheCpu) {
 #endif
 }
 
+// The loss heads on streams of their own (ModelOptions::head_streams, head_streams.h) run the same
+// kernels on the same samples: the step's losses and counts are the one-stream step's bit for bit,
+// and its gradients too where the one-stream step repeats itself bit for bit (deterministic
+// kernels). On a CPU the option changes nothing; on a GPU the streams are real.
+TEST_F(MaskRCNNTest, HeadStreamsOnCudaGiveTheOneStreamStep) {
+  const bool cuda = torch::cuda::is_available();
+  const at::Device device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (cuda) {
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setBenchmarkCuDNN(false);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  }
+  ModelOptions with = tiny_options();
+  with.head_streams = true;
+  MaskRCNN one(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(23));
+  MaskRCNN three(with, at::make_generator<at::CPUGeneratorImpl>(23));
+  one->to(device);
+  three->to(device);
+  Batch b = make_batch({synthetic_image(96, 128, 3, 41), synthetic_image(80, 100, 2, 42)}, {1, 2});
+  for (at::Tensor* t : {&b.images, &b.image_sizes, &b.gt_boxes, &b.gt_labels, &b.gt_counts, &b.original_sizes})
+    *t = t->to(device);
+  auto step = [&](MaskRCNN& m) {
+    m->zero_grad();
+    const TrainOutput out = train(m, b, 9);
+    total_loss(out.losses).backward();
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : m->named_parameters())
+      if (p.value().grad().defined()) grads[p.key()] = p.value().grad().cpu();
+    return std::pair{out, grads};
+  };
+  const auto [a, ga] = step(one);
+  const auto [a2, ga2] = step(one);
+  const auto [h, gh] = step(three);
+  for (const char* name : kLossNames)
+    EXPECT_TRUE(at::equal(a.losses.at(name).cpu(), h.losses.at(name).cpu())) << name;
+  for (const auto& [x, y] : {std::pair{a.rpn, h.rpn}, std::pair{a.roi, h.roi}}) {
+    EXPECT_TRUE(at::equal(x.sampled.cpu(), y.sampled.cpu()));
+    EXPECT_TRUE(at::equal(x.positive.cpu(), y.positive.cpu()));
+  }
+  ASSERT_EQ(ga.size(), gh.size());
+  bool repeatable = true;
+  for (const auto& [name, g] : ga) repeatable = repeatable && at::equal(g, ga2.at(name));
+  for (const auto& [name, g] : ga) {
+    if (repeatable) {
+      EXPECT_TRUE(at::equal(g, gh.at(name))) << name;
+    } else {  // kernels with atomics: within what the one-stream step varies by itself
+      const double spread = (g - ga2.at(name)).abs().max().item<double>();
+      const double scale = std::max(1e-6, g.abs().max().item<double>());
+      EXPECT_LE((g - gh.at(name)).abs().max().item<double>(), std::max(4 * spread, 1e-5 * scale)) << name;
+    }
+  }
+  if (cuda) at::globalContext().setDeterministicAlgorithms(false, false);
+}
+
 }  // namespace
 }  // namespace mrcnn::model

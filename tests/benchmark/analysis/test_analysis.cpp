@@ -202,7 +202,16 @@ TEST(Audit, AKeyAbsentFromAnOlderRunEqualsItsDefault) {
   RunRecord b = a;
   b.config["run"]["max_steps_per_epoch"] = 0;
   b.config["launch"] = {{"network_gbps", 0.0}};
+  b.config["model"] = {{"head_streams", false}};
   EXPECT_EQ(audit_runs(a, b).verdict, AuditResult::Verdict::kIdentical) << audit_runs(a, b).headline;
+  b.config["model"]["head_streams"] = true;  // on a GPU: possibly another rounding, so named
+  {
+    const AuditResult streams = audit_runs(a, b);
+    ASSERT_EQ(streams.setup.size(), 1u) << streams.headline;
+    EXPECT_EQ(streams.setup[0].what, "config model.head_streams");
+    EXPECT_TRUE(streams.setup[0].changes_results);
+  }
+  b.config["model"]["head_streams"] = false;
   b.config["run"]["max_steps_per_epoch"] = 50;
   const AuditResult r = audit_runs(a, b);
   ASSERT_EQ(r.setup.size(), 1u) << r.headline;

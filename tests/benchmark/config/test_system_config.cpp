@@ -204,6 +204,12 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"run.cuda_graph_shapes=-1"}, "aws-p3.16xlarge.json").find("run.cuda_graph_shapes"), std::string::npos);
   EXPECT_NE(error_of({"model.cuda_graph_shapes=4"}, "aws-p3.16xlarge.json").find("set by run.cuda_graph_shapes"),
             std::string::npos);
+  // The loss heads' streams: a model switch, for CUDA devices, a boolean.
+  EXPECT_NE(error_of({"model.head_streams=true"}).find("model.head_streams: the loss heads' streams are CUDA streams"),
+            std::string::npos)
+      << error_of({"model.head_streams=true"});
+  EXPECT_EQ(error_of({"model.head_streams=true"}, "aws-p3.16xlarge.json"), "");
+  EXPECT_NE(error_of({"model.head_streams=2"}, "aws-p3.16xlarge.json").find("model.head_streams"), std::string::npos);
   // One shape at most until a second shape's graphs compute the eager step on a GPU.
   EXPECT_NE(error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json").find("run.cuda_graph_shapes: at most 1"),
             std::string::npos)
