@@ -38,6 +38,7 @@ A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
 """
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -131,173 +132,205 @@ def gzip_to(src, dst):
         shutil.copyfileobj(f, g)
 
 
-def run(args):
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    ns = argparse.Namespace(threads=args.threads, device=args.device, precision=args.precision,
-                            channels_last=args.channels_last, host_memory=args.host_memory,
-                            bench=cmp.train_step_bench(args.build), cuda_graphs=0, ops="auto")
-    cfg = dict(cmp.CONFIGS[args.config], images=args.batch)
-    failures, lines = [], []
-    say = lines.append
-    env = environment(ns)
-    t_start = time.time()
-    with tempfile.TemporaryDirectory(prefix="mrcnn-profile-") as d, cmp.cpu_lock(args.lock):
-        work = pathlib.Path(d)
-        case = work / "case"
-        case.mkdir()
-        cmp.prepare(cfg, case)
+class Parts:
+    """Runs the parts one by one; a part that fails is recorded in `failures` and the rest goes on."""
 
-        def part(name, fn):
-            """Runs one part; a failure is recorded and the rest goes on."""
-            t0 = time.time()
-            try:
-                r = fn()
-                print(f"profile_step: {name}: {time.time() - t0:.0f} s", flush=True)
-                return r
-            except (SystemExit, ts.TraceError, OSError, ValueError, KeyError) as e:
-                failures.append(f"{name}: {str(e).strip()[-1500:]}")
-                print(f"profile_step: {name} FAILED: {e}", file=sys.stderr, flush=True)
-                return None
+    def __init__(self):
+        self.failures = []
 
-        traces = {"ours": work / "ours_trace.json", "torchvision": work / "tv_trace.json"}
-        reports = {}
-        reports["ours"] = part("ours: warm-up, timed and profiled steps", lambda: cmp.run_side(
-            "ours", case, ns, args.ab_steps, args.warmup, trace=traces["ours"], trace_steps=args.steps,
-            extra=["--mrcnn_trace_shapes=1"]))
-        reports["torchvision"] = part("torchvision: warm-up, timed and profiled steps", lambda: cmp.run_side(
-            "torchvision", case, ns, args.ab_steps, args.warmup, trace=traces["torchvision"], trace_steps=args.steps))
-        memory_trace = work / "ours_memory.json"
-        memory_report = part("ours: one step with profile_memory", lambda: cmp.run_side(
-            "ours", case, ns, 1, args.warmup, trace=memory_trace, trace_steps=1, extra=["--mrcnn_profile_memory=1"]))
+    def __call__(self, name, fn):
+        """fn's result, or None when it failed."""
+        t0 = time.time()
+        try:
+            r = fn()
+            print(f"profile_step: {name}: {time.time() - t0:.0f} s", flush=True)
+            return r
+        except (SystemExit, ts.TraceError, OSError, ValueError, KeyError) as e:
+            self.failures.append(f"{name}: {str(e).strip()[-1500:]}")
+            print(f"profile_step: {name} FAILED: {e}", file=sys.stderr, flush=True)
+            return None
 
-        # A/B: one process per variant of ours.
-        ab = {"device": args.device, "precision": args.precision, "config": args.config, "base_batch": args.batch,
-              "warmup": args.warmup, "steps": args.ab_steps, "channels_last": args.channels_last,
-              "variants": [], "skipped": []}
-        if args.device == "cuda" and args.ab_steps < 10:
-            ab["note"] = f"medians of {args.ab_steps} steps: fewer than the 10 a GPU comparison wants"
-        if reports["ours"]:
-            ab["variants"].append(dict(timing(f"batch{args.batch}", reports["ours"], args.batch, []),
-                                       source="the profiled process's timed steps (before its trace)"))
-        plan = []
-        if "batch" in args.ab_variants:
-            for b in args.ab_batches:
-                if b != args.batch:
-                    plan.append((f"batch{b}", b, dict(cfg, images=b), None, []))
-        if "mask_padding" in args.ab_variants:
-            plan.append(("mask_padding", args.batch, None, {"mask_padding": True}, []))
-        if "mlperf_options" in args.ab_variants:
-            plan.append(("mlperf_options", args.batch, None,
-                         {"rpn": MLPERF_RPN, "sampling_streams": "per_image", "mask_padding": True}, []))
-        if "cuda_graphs" in args.ab_variants:
-            if args.device == "cuda":
-                plan.append(("cuda_graphs", args.batch, None, None, ["--mrcnn_cuda_graph_shapes=1"]))
+
+@contextlib.contextmanager
+def environ_set(changes):
+    """Yields with os.environ updated by `changes`; the variables are as they were afterwards."""
+    saved = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
             else:
-                ab["skipped"].append({"name": "cuda_graphs", "why": "a GPU switch: not on the CPU"})
-        if "cudnn_benchmark" in args.ab_variants:
-            if args.device != "cuda":
-                ab["skipped"].append({"name": "cudnn_benchmark", "why": "a GPU switch: not on the CPU"})
-            elif not driver_has(ns.bench, "cudnn_benchmark"):
-                ab["skipped"].append({"name": "cudnn_benchmark",
-                                      "why": "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"})
-            else:
-                plan.append(("cudnn_benchmark_on", args.batch, None, None, ["--mrcnn_cudnn_benchmark=1"]))
-                plan.append(("cudnn_benchmark_off", args.batch, None, None, ["--mrcnn_cudnn_benchmark=0"]))
-        if "full_randperm" in args.ab_variants:
-            # The sampler's draws as they were: full permutations (the same samples, more host time).
-            plan.append(("full_randperm", args.batch, None, None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}))
-        if "head_streams" in args.ab_variants:
-            # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
-            if args.device == "cuda":
-                plan.append(("head_streams", args.batch, None, {"head_streams": True}, []))
-            else:
-                ab["skipped"].append({"name": "head_streams", "why": "a GPU switch: not on the CPU"})
-        for name, batch, vcfg, options, extra, *environ in plan:
-            def one(name=name, batch=batch, vcfg=vcfg, options=options, extra=extra,
-                    environ=environ[0] if environ else {}):
-                vcase = variant_case(case, work, name, options, vcfg)
-                saved = {k: os.environ.get(k) for k in environ}
-                os.environ.update(environ)
-                try:
-                    r = cmp.run_side("ours", vcase, ns, args.ab_steps, args.warmup, extra=extra)
-                finally:
-                    for k, v in saved.items():
-                        if v is None:
-                            os.environ.pop(k, None)
-                        else:
-                            os.environ[k] = v
-                return dict(timing(name, r, batch, extra), options=options, environment=environ)
-            v = part(f"A/B {name}", one)
-            if v:
-                ab["variants"].append(v)
-        (out / "ab.json").write_text(json.dumps(ab, indent=1))
+                os.environ[k] = v
 
-        # The tables of both traces; the traces themselves, gzipped.
-        # (Read back from the gzipped copy: the tables name the file that is kept.)
-        summaries = {}
-        for side, short in (("ours", "ours"), ("torchvision", "tv")):
-            if not traces[side].exists():
-                continue
-            kept = out / f"{short}_trace.json.gz"
-            gzip_to(traces[side], kept)
-            s = part(f"{side}: trace tables", lambda side=side, kept=kept: ts.summarize(kept, side))
-            if s:
-                summaries[side] = s
-                (out / f"{short}_kernels.json").write_text(json.dumps(s, indent=1))
-        memory = None
-        if memory_report is not None and memory_trace.exists():
-            def mem():
-                tr = ts.Trace(memory_trace)
-                if not tr.memory:
-                    raise ValueError(f"{memory_trace.name} holds no [memory] events")
-                return {"source": "ours, one step profiled with profile_memory after the warm-up",
-                        "devices": ts.memory_summary(tr), "peak_memory_mb": cmp.memory_mb(memory_report)}
-            memory = part("ours: memory tables", mem)
-            if memory:
-                (out / "memory.json").write_text(json.dumps(memory, indent=1))
 
-    # summary.txt
-    say(f"profile_step {time.strftime('%Y-%m-%d %H:%M:%S')}: {args.config} ({cfg['height']}x{cfg['width']}, "
-        f"ResNet-{cfg['depth']}), batch {args.batch}, {args.precision}, channels-last {args.channels_last}, "
-        f"{args.device}; {args.warmup} warm-up steps, {args.steps} profiled, A/B medians of {args.ab_steps}")
-    say("environment:")
+def profiled_runs(part, case, ns, args, traces, memory_trace):
+    """Ours and torchvision's reports (by side) of the profiled runs, ours' with profile_memory; None: failed."""
+    reports = {}
+    reports["ours"] = part("ours: warm-up, timed and profiled steps", lambda: cmp.run_side(
+        "ours", case, ns, args.ab_steps, args.warmup, trace=traces["ours"], trace_steps=args.steps,
+        extra=["--mrcnn_trace_shapes=1"]))
+    reports["torchvision"] = part("torchvision: warm-up, timed and profiled steps", lambda: cmp.run_side(
+        "torchvision", case, ns, args.ab_steps, args.warmup, trace=traces["torchvision"], trace_steps=args.steps))
+    memory_report = part("ours: one step with profile_memory", lambda: cmp.run_side(
+        "ours", case, ns, 1, args.warmup, trace=memory_trace, trace_steps=1, extra=["--mrcnn_profile_memory=1"]))
+    return reports, memory_report
+
+
+def ab_plan(args, cfg, bench):
+    """The A/B variants to run, each (name, batch, cfg, options, extra args[, environment]), and those skipped."""
+    plan, skipped = [], []
+    if "batch" in args.ab_variants:
+        for b in args.ab_batches:
+            if b != args.batch:
+                plan.append((f"batch{b}", b, dict(cfg, images=b), None, []))
+    if "mask_padding" in args.ab_variants:
+        plan.append(("mask_padding", args.batch, None, {"mask_padding": True}, []))
+    if "mlperf_options" in args.ab_variants:
+        plan.append(("mlperf_options", args.batch, None,
+                     {"rpn": MLPERF_RPN, "sampling_streams": "per_image", "mask_padding": True}, []))
+    if "cuda_graphs" in args.ab_variants:
+        if args.device == "cuda":
+            plan.append(("cuda_graphs", args.batch, None, None, ["--mrcnn_cuda_graph_shapes=1"]))
+        else:
+            skipped.append({"name": "cuda_graphs", "why": "a GPU switch: not on the CPU"})
+    if "cudnn_benchmark" in args.ab_variants:
+        if args.device != "cuda":
+            skipped.append({"name": "cudnn_benchmark", "why": "a GPU switch: not on the CPU"})
+        elif not driver_has(bench, "cudnn_benchmark"):
+            skipped.append({"name": "cudnn_benchmark",
+                            "why": "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"})
+        else:
+            plan.append(("cudnn_benchmark_on", args.batch, None, None, ["--mrcnn_cudnn_benchmark=1"]))
+            plan.append(("cudnn_benchmark_off", args.batch, None, None, ["--mrcnn_cudnn_benchmark=0"]))
+    if "full_randperm" in args.ab_variants:
+        # The sampler's draws as they were: full permutations (the same samples, more host time).
+        plan.append(("full_randperm", args.batch, None, None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}))
+    if "head_streams" in args.ab_variants:
+        # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
+        if args.device == "cuda":
+            plan.append(("head_streams", args.batch, None, {"head_streams": True}, []))
+        else:
+            skipped.append({"name": "head_streams", "why": "a GPU switch: not on the CPU"})
+    return plan, skipped
+
+
+def ab_runs(part, args, cfg, ns, case, work, base_report):
+    """ab.json's dict: the profiled run's timed steps, then one process of ours per planned variant, the skipped."""
+    plan, skipped = ab_plan(args, cfg, ns.bench)
+    ab = {"device": args.device, "precision": args.precision, "config": args.config, "base_batch": args.batch,
+          "warmup": args.warmup, "steps": args.ab_steps, "channels_last": args.channels_last,
+          "variants": [], "skipped": skipped}
+    if args.device == "cuda" and args.ab_steps < 10:
+        ab["note"] = f"medians of {args.ab_steps} steps: fewer than the 10 a GPU comparison wants"
+    if base_report:
+        ab["variants"].append(dict(timing(f"batch{args.batch}", base_report, args.batch, []),
+                                   source="the profiled process's timed steps (before its trace)"))
+    for name, batch, vcfg, options, extra, *environ in plan:
+        def one(name=name, batch=batch, vcfg=vcfg, options=options, extra=extra,
+                environ=environ[0] if environ else {}):
+            vcase = variant_case(case, work, name, options, vcfg)
+            with environ_set(environ):
+                r = cmp.run_side("ours", vcase, ns, args.ab_steps, args.warmup, extra=extra)
+            return dict(timing(name, r, batch, extra), options=options, environment=environ)
+        v = part(f"A/B {name}", one)
+        if v:
+            ab["variants"].append(v)
+    return ab
+
+
+def trace_tables(part, traces, out):
+    """trace_summary's tables of each side's trace, by side; each written to out beside its gzipped trace."""
+    # (Read back from the gzipped copy: the tables name the file that is kept.)
+    summaries = {}
+    for side, short in (("ours", "ours"), ("torchvision", "tv")):
+        if not traces[side].exists():
+            continue
+        kept = out / f"{short}_trace.json.gz"
+        gzip_to(traces[side], kept)
+        s = part(f"{side}: trace tables", lambda side=side, kept=kept: ts.summarize(kept, side))
+        if s:
+            summaries[side] = s
+            (out / f"{short}_kernels.json").write_text(json.dumps(s, indent=1))
+    return summaries
+
+
+def memory_tables(part, memory_trace, memory_report, out):
+    """memory.json's dict (also written to out) from ours' profile_memory step; None without it or on failure."""
+    if memory_report is None or not memory_trace.exists():
+        return None
+
+    def mem():
+        tr = ts.Trace(memory_trace)
+        if not tr.memory:
+            raise ValueError(f"{memory_trace.name} holds no [memory] events")
+        return {"source": "ours, one step profiled with profile_memory after the warm-up",
+                "devices": ts.memory_summary(tr), "peak_memory_mb": cmp.memory_mb(memory_report)}
+    memory = part("ours: memory tables", mem)
+    if memory:
+        (out / "memory.json").write_text(json.dumps(memory, indent=1))
+    return memory
+
+
+def header_lines(args, cfg, env):
+    """summary.txt's first lines: the case and the environment."""
+    lines = [f"profile_step {time.strftime('%Y-%m-%d %H:%M:%S')}: {args.config} ({cfg['height']}x{cfg['width']}, "
+             f"ResNet-{cfg['depth']}), batch {args.batch}, {args.precision}, channels-last {args.channels_last}, "
+             f"{args.device}; {args.warmup} warm-up steps, {args.steps} profiled, A/B medians of {args.ab_steps}",
+             "environment:"]
     for k, v in env.items():
         for i, line in enumerate(str(v).splitlines()):
-            say(f"  {k + ':' if i == 0 else '':12s} {line}")
+            lines.append(f"  {k + ':' if i == 0 else '':12s} {line}")
+    return lines
+
+
+def images_per_second_lines(args, reports):
+    """summary.txt's images/s of the sides' timed steps and its PROFILE line (none without a report)."""
     ips = {side: args.batch / statistics.median(r["step_seconds"]) for side, r in reports.items() if r}
-    if ips:
-        say(f"images/s (median of {args.ab_steps} timed steps, unprofiled): " + ", ".join(
-            f"{side} {v:.3f} (peak {'GPU memory' if 'peak_gpu_mb' in reports[side] else 'RSS'} "
-            f"{cmp.memory_mb(reports[side]):.0f} MB, host syncs per step {syncs(reports[side])})"
-            for side, v in ips.items()))
-        fields = [f"{side}={v:.3f}" for side, v in ips.items()]
-        if len(ips) == 2:
-            fields.append(f"speedup={ips['ours'] / ips['torchvision']:.2f}")
-        say("PROFILE images_per_second " + " ".join(fields))
-    if summaries:
-        say("")
-        say(ts.text(list(summaries.values())).rstrip())
-    say("")
-    say(f"A/B, ours (one process per variant, median of {args.ab_steps} steps after {args.warmup} warm-up):")
+    if not ips:
+        return []
+    fields = [f"{side}={v:.3f}" for side, v in ips.items()]
+    if len(ips) == 2:
+        fields.append(f"speedup={ips['ours'] / ips['torchvision']:.2f}")
+    return [f"images/s (median of {args.ab_steps} timed steps, unprofiled): " + ", ".join(
+                f"{side} {v:.3f} (peak {'GPU memory' if 'peak_gpu_mb' in reports[side] else 'RSS'} "
+                f"{cmp.memory_mb(reports[side]):.0f} MB, host syncs per step {syncs(reports[side])})"
+                for side, v in ips.items()),
+            "PROFILE images_per_second " + " ".join(fields)]
+
+
+def ab_lines(args, ab):
+    """summary.txt's A/B table: a PROFILE line per variant, then those skipped."""
+    lines = ["", f"A/B, ours (one process per variant, median of {args.ab_steps} steps after {args.warmup} warm-up):"]
     for v in ab["variants"]:
-        say(f"PROFILE ab name={v['name']} batch={v['batch']} step_ms={v['median_step_s'] * 1e3:.1f} "
-            f"ips={v['images_per_second']:.3f} peak_{v['peak_memory_kind'].lower()}_mb={v['peak_memory_mb']:.0f}")
+        lines.append(f"PROFILE ab name={v['name']} batch={v['batch']} step_ms={v['median_step_s'] * 1e3:.1f} "
+                     f"ips={v['images_per_second']:.3f} peak_{v['peak_memory_kind'].lower()}_mb="
+                     f"{v['peak_memory_mb']:.0f}")
     for v in ab["skipped"]:
-        say(f"  skipped {v['name']}: {v['why']}")
-    if memory:
-        say("")
-        say("memory, ours (one step with profile_memory):")
-        for dev, m in memory["devices"].items():
-            ends = ", ".join(f"{k.split('::')[1]} {x['allocated_mb']:.0f}/{x['reserved_mb']:.0f}"
-                             for k, x in m["at_scope_end"].items())
-            say(f"  {dev}: peak allocated {m['peak_allocated_mb']:.0f} MB, reserved {m['peak_reserved_mb']:.0f} MB; "
-                f"allocated/reserved MB at the end of {ends or '-'}")
-            for o in m["top_allocating_ops"][:8]:
-                say(f"    {o['op'][:60]:60s} {o['mb_per_step']:9.1f} MB {o['allocations_per_step']:7.0f} allocations")
-    for f in failures:
-        say(f"FAILED {f}")
-    say(f"took {time.time() - t_start:.0f} s")
+        lines.append(f"  skipped {v['name']}: {v['why']}")
+    return lines
+
+
+def memory_lines(memory):
+    """summary.txt's memory figures, per device (none without them)."""
+    if not memory:
+        return []
+    lines = ["", "memory, ours (one step with profile_memory):"]
+    for dev, m in memory["devices"].items():
+        ends = ", ".join(f"{k.split('::')[1]} {x['allocated_mb']:.0f}/{x['reserved_mb']:.0f}"
+                         for k, x in m["at_scope_end"].items())
+        lines.append(f"  {dev}: peak allocated {m['peak_allocated_mb']:.0f} MB, reserved {m['peak_reserved_mb']:.0f} "
+                     f"MB; allocated/reserved MB at the end of {ends or '-'}")
+        for o in m["top_allocating_ops"][:8]:
+            lines.append(f"    {o['op'][:60]:60s} {o['mb_per_step']:9.1f} MB {o['allocations_per_step']:7.0f} "
+                         f"allocations")
+    return lines
+
+
+def write_summary(out, lines):
+    """summary.txt's text, written to out with a last line listing out's files (and a warning per file too large)."""
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     files = sorted(p for p in out.iterdir() if p.is_file())
     big = [p for p in files if p.stat().st_size > MAX_FILE_MB * 2**20]
@@ -305,8 +338,41 @@ def run(args):
         f.write("files: " + ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MB" for p in files) + "\n")
         for p in big:
             f.write(f"WARNING {p.name} is over the {MAX_FILE_MB} MiB a file may bring back\n")
-    sys.stdout.write((out / "summary.txt").read_text())
-    return 1 if failures else 0
+    return (out / "summary.txt").read_text()
+
+
+def run(args):
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ns = argparse.Namespace(threads=args.threads, device=args.device, precision=args.precision,
+                            channels_last=args.channels_last, host_memory=args.host_memory,
+                            bench=cmp.train_step_bench(args.build), cuda_graphs=0, ops="auto")
+    cfg = dict(cmp.CONFIGS[args.config], images=args.batch)
+    part = Parts()
+    env = environment(ns)
+    t_start = time.time()
+    with tempfile.TemporaryDirectory(prefix="mrcnn-profile-") as d, cmp.cpu_lock(args.lock):
+        work = pathlib.Path(d)
+        case = work / "case"
+        case.mkdir()
+        cmp.prepare(cfg, case)
+        traces = {"ours": work / "ours_trace.json", "torchvision": work / "tv_trace.json"}
+        memory_trace = work / "ours_memory.json"
+        reports, memory_report = profiled_runs(part, case, ns, args, traces, memory_trace)
+        ab = ab_runs(part, args, cfg, ns, case, work, reports["ours"])
+        (out / "ab.json").write_text(json.dumps(ab, indent=1))
+        # The tables of both traces; the traces themselves, gzipped.
+        summaries = trace_tables(part, traces, out)
+        memory = memory_tables(part, memory_trace, memory_report, out)
+
+    lines = header_lines(args, cfg, env) + images_per_second_lines(args, reports)
+    if summaries:
+        lines += ["", ts.text(list(summaries.values())).rstrip()]
+    lines += ab_lines(args, ab) + memory_lines(memory)
+    lines += [f"FAILED {f}" for f in part.failures]
+    lines.append(f"took {time.time() - t_start:.0f} s")
+    sys.stdout.write(write_summary(out, lines))
+    return 1 if part.failures else 0
 
 
 def main():

@@ -325,49 +325,54 @@ def _conv_shape(op):
     return key, flops / 1e9, mask
 
 
-def summarize(path, label=None, step_name=STEP):
-    """Every table of one trace, as a JSON-ready dict (figures per step are per-step averages over
-    the trace's steps unless named median)."""
-    tr = Trace(path, step_name)
-    n = len(tr.steps)
-    has_gpu = bool(tr.gpu)
-    per_step = [dict(index=i, wall_us=s.dur) for i, s in enumerate(tr.steps)]
+def _step_gaps(s, inside):
+    """Step s's idle (start, end) gaps between its busy intervals `inside`, in time order."""
+    gaps, t = [], s.ts
+    for a, b in inside + [(s.end, s.end)]:
+        if a > t:
+            gaps.append((t, a))
+        t = max(t, b)
+    return gaps
 
-    # GPU busy and idle: the union over all streams, within the step's wall interval.
+
+def _describe_gap(tr, s, a, b, gpu_starts):
+    """An idle gap's row: start, length, host op and scope then, the kernel closing it and its launching op."""
+    op = tr.innermost(a, tr.is_op)
+    chain = tr.scope_chain(a)
+    nxt = min(gpu_starts.get(b, []), key=lambda k: k.dur, default=None)
+    launch = nxt.args["_launch"] if nxt is not None else None
+    lop = tr.op_of(launch) if launch is not None else None
+    return {"start_us": a - s.ts, "us": b - a, "op": op.name if op else None,
+            "scope": chain[0] if chain else None,
+            "next_kernel": nxt.name if nxt is not None else None,
+            "next_launch_op": lop.name if lop is not None else None}
+
+
+def _gpu_time(tr):
+    """Per step, a dict of GPU busy and idle us and its largest idle gaps (None and none without GPU activity)."""
+    if not tr.gpu:
+        return [dict(gpu_busy_us=None, gpu_idle_us=None, top_gaps=[], idle_gaps=[]) for _ in tr.steps]
+    # The union over all streams, within the step's wall interval.
     merged = union((k.ts, k.end) for k in tr.gpu)
     gpu_starts = collections.defaultdict(list)
     for k in tr.gpu:
         gpu_starts[k.ts].append(k)
-    for i, s in enumerate(tr.steps):
-        rec = per_step[i]
-        if not has_gpu:
-            rec.update(gpu_busy_us=None, gpu_idle_us=None, top_gaps=[], idle_gaps=[])
-            continue
+    out = []
+    for s in tr.steps:
         inside = [(max(a, s.ts), min(b, s.end)) for a, b in merged if b > s.ts and a < s.end]
         busy = sum(b - a for a, b in inside)
-        rec.update(gpu_busy_us=busy, gpu_idle_us=s.dur - busy)
-        gaps, t = [], s.ts
-        for a, b in inside + [(s.end, s.end)]:
-            if a > t:
-                gaps.append((t, a))
-            t = max(t, b)
         described = []
-        for a, b in sorted(gaps, key=lambda g: g[0] - g[1])[:GAP_LIST_MAX]:
+        for a, b in sorted(_step_gaps(s, inside), key=lambda g: g[0] - g[1])[:GAP_LIST_MAX]:
             if b - a <= GAP_LIST_US and len(described) >= TOP_GAPS:
                 break
-            op = tr.innermost(a, tr.is_op)
-            chain = tr.scope_chain(a)
-            nxt = min(gpu_starts.get(b, []), key=lambda k: k.dur, default=None)
-            launch = nxt.args["_launch"] if nxt is not None else None
-            lop = tr.op_of(launch) if launch is not None else None
-            described.append({"start_us": a - s.ts, "us": b - a, "op": op.name if op else None,
-                              "scope": chain[0] if chain else None,
-                              "next_kernel": nxt.name if nxt is not None else None,
-                              "next_launch_op": lop.name if lop is not None else None})
-        rec["top_gaps"] = described[:TOP_GAPS]
-        rec["idle_gaps"] = [g for g in described if g["us"] > GAP_LIST_US]
+            described.append(_describe_gap(tr, s, a, b, gpu_starts))
+        out.append(dict(gpu_busy_us=busy, gpu_idle_us=s.dur - busy, top_gaps=described[:TOP_GAPS],
+                        idle_gaps=[g for g in described if g["us"] > GAP_LIST_US]))
+    return out
 
-    # Launches and syncs, each at its runtime call.
+
+def _runtime_calls(tr, n):
+    """Per step, its kernel launches (a Counter by call) and its host syncs (a row each, with the op that waited)."""
     launches = [collections.Counter() for _ in range(n)]
     syncs = [[] for _ in range(n)]
     for e in tr.runtime:
@@ -380,50 +385,77 @@ def summarize(path, label=None, step_name=STEP):
             chain = tr.scope_chain(e.ts)
             syncs[e.step].append({"name": e.name, "start_us": e.ts - tr.steps[e.step].ts, "us": e.dur,
                                   "op": op.name if op else None, "scope": chain[0] if chain else None})
-    for i, rec in enumerate(per_step):
-        rec.update(launches=sum(launches[i].values()) if has_gpu or tr.runtime else None,
-                   launches_by_name=dict(launches[i]),
-                   syncs=len(syncs[i]) if has_gpu or tr.runtime else None,
-                   sync_wait_us=sum(x["us"] for x in syncs[i]) if has_gpu or tr.runtime else None,
-                   sync_list=syncs[i])
+    return launches, syncs
 
-    # ATen ops, host ops' self time, scopes' host time.
-    aten_all, aten_top = [0] * n, [0] * n
-    ops = collections.defaultdict(lambda: [0, 0.0, 0.0])           # name -> calls, total, self
-    scopes = collections.defaultdict(lambda: {"calls": 0, "host_us": 0.0, "gpu_us": 0.0 if has_gpu else None,
-                                              "kernels": 0 if has_gpu else None})
+
+def _runtime_figures(tr, launches, syncs):
+    """Per step, a dict of its launch and sync counts, wait and rows (counts None without runtime events)."""
+    counted = bool(tr.gpu) or bool(tr.runtime)
+    return [dict(launches=sum(lc.values()) if counted else None, launches_by_name=dict(lc),
+                 syncs=len(sl) if counted else None,
+                 sync_wait_us=sum(x["us"] for x in sl) if counted else None, sync_list=sl)
+            for lc, sl in zip(launches, syncs)]
+
+
+def _host_ops(tr):
+    """The steps' host ops (not annotations) by name: [calls, total us, self us]."""
+    ops = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for e in tr.host:
-        if e.step is None:
+        if e.step is None or e.cat == "user_annotation":
             continue
-        if e.name.startswith(SCOPE_PREFIX):
-            scopes[e.name]["calls"] += 1
-            scopes[e.name]["host_us"] += e.dur
-        if e.cat == "user_annotation":
-            continue
-        if e.name.startswith("aten::"):
-            aten_all[e.step] += 1
-            aten_top[e.step] += not e.in_aten
         o = ops[e.name]
         o[0] += 1
         o[1] += e.dur
         o[2] += max(0.0, e.dur - e.child_us)
-    for i, rec in enumerate(per_step):
-        rec.update(aten_ops=aten_all[i], aten_ops_top_level=aten_top[i])
+    return ops
 
-    # Kernels, by name and by category; their time per scope and per convolution shape.
-    kernels = {}
-    conv_ops = {}
-    kernels_per_step = [0] * n
+
+def _aten_counts(tr, n):
+    """Per step, a dict of its ATen op count: all, and top-level only (not inside another)."""
+    aten_all, aten_top = [0] * n, [0] * n
+    for e in tr.host:
+        if e.step is None or e.cat == "user_annotation" or not e.name.startswith("aten::"):
+            continue
+        aten_all[e.step] += 1
+        aten_top[e.step] += not e.in_aten
+    return [dict(aten_ops=a, aten_ops_top_level=t) for a, t in zip(aten_all, aten_top)]
+
+
+def _scope_host_time(tr, has_gpu):
+    """The mrcnn:: scopes by name: calls and host us in the steps; GPU us and kernels 0 (None without GPU)."""
+    scopes = collections.defaultdict(lambda: {"calls": 0, "host_us": 0.0, "gpu_us": 0.0 if has_gpu else None,
+                                              "kernels": 0 if has_gpu else None})
+    for e in tr.host:
+        if e.step is not None and e.name.startswith(SCOPE_PREFIX):
+            scopes[e.name]["calls"] += 1
+            scopes[e.name]["host_us"] += e.dur
+    return scopes
+
+
+def _placed_gpu(tr):
+    """The steps' GPU events, each as (event, its launch or None, the mrcnn:: scopes around the launch)."""
+    placed = []
     for k in tr.gpu:
         if k.step is None:
             continue
-        kernels_per_step[k.step] += k.kind == "kernel"
         launch = k.args["_launch"]
-        t = launch.ts if launch is not None else k.ts
-        chain = tr.scope_chain(t)
+        placed.append((k, launch, tr.scope_chain(launch.ts if launch is not None else k.ts)))
+    return placed
+
+
+def _scope_gpu_time(scopes, placed):
+    """`scopes` with each GPU event's time (and kernel count) added to every scope around its launch."""
+    for k, _, chain in placed:
         for name in dict.fromkeys(chain):
             scopes[name]["gpu_us"] += k.dur
             scopes[name]["kernels"] += k.kind == "kernel"
+    return scopes
+
+
+def _kernel_totals(placed):
+    """The GPU events by name: kind, category, calls, total/min/max us, streams and innermost scopes."""
+    kernels = {}
+    for k, _, chain in placed:
         r = kernels.get(k.name)
         if r is None:
             r = kernels[k.name] = {"name": k.name, "kind": k.kind, "category": category(k.name, k.kind),
@@ -434,18 +466,20 @@ def summarize(path, label=None, step_name=STEP):
         r["min_us"], r["max_us"] = min(r["min_us"], k.dur), max(r["max_us"], k.dur)
         r["streams"][str(k.args.get("stream", k.tid))] += 1
         r["scopes"][chain[0] if chain else "(none)"] += 1
-        if launch is not None:
-            p = launch.parent
-            while p is not None and p.name not in CONV_OPS:
-                p = p.parent
-            if p is not None:
-                conv_ops.setdefault(id(p), (p, []))[1].append(k)
-    kernel_rows = []
-    for r in sorted(kernels.values(), key=lambda r: -r["total_us"]):
-        kernel_rows.append({"name": r["name"], "category": r["category"], "kind": r["kind"],
-                            "calls_per_step": r["calls"] / n, "total_us_per_step": r["total_us"] / n,
-                            "mean_us": r["total_us"] / r["calls"], "min_us": r["min_us"], "max_us": r["max_us"],
-                            "streams": dict(r["streams"]), "scopes": dict(r["scopes"].most_common())})
+    return kernels
+
+
+def _kernel_rows(kernels, n):
+    """The kernel table's rows, per step and per call, largest total first."""
+    return [{"name": r["name"], "category": r["category"], "kind": r["kind"],
+             "calls_per_step": r["calls"] / n, "total_us_per_step": r["total_us"] / n,
+             "mean_us": r["total_us"] / r["calls"], "min_us": r["min_us"], "max_us": r["max_us"],
+             "streams": dict(r["streams"]), "scopes": dict(r["scopes"].most_common())}
+            for r in sorted(kernels.values(), key=lambda r: -r["total_us"])]
+
+
+def _categories(kernels, kernel_rows, n):
+    """The kernel categories, largest first: calls and us per step, distinct kernels, share of the GPU time."""
     total_gpu = sum(r["total_us"] for r in kernels.values())
     categories = collections.defaultdict(lambda: {"calls_per_step": 0.0, "us_per_step": 0.0, "distinct_kernels": 0})
     for r in kernel_rows:
@@ -455,8 +489,25 @@ def summarize(path, label=None, step_name=STEP):
         c["distinct_kernels"] += 1
     for c in categories.values():
         c["share"] = c["us_per_step"] * n / total_gpu if total_gpu else None
+    return dict(sorted(categories.items(), key=lambda kv: -kv[1]["us_per_step"]))
 
-    # Convolutions by shape: host time of the ops, GPU time of their kernels per direction.
+
+def _conv_kernels(placed):
+    """The GPU events launched inside each convolution op: {id(op): (op, [events])}."""
+    conv_ops = {}
+    for k, launch, _ in placed:
+        if launch is None:
+            continue
+        p = launch.parent
+        while p is not None and p.name not in CONV_OPS:
+            p = p.parent
+        if p is not None:
+            conv_ops.setdefault(id(p), (p, []))[1].append(k)
+    return conv_ops
+
+
+def _conv_totals(tr, conv_ops):
+    """The steps' convolutions by shape: calls and host us per direction, their kernels' GPU us and engines."""
     convs = {}
     for e in tr.host:
         if e.step is None or e.name not in CONV_OPS:
@@ -481,39 +532,58 @@ def summarize(path, label=None, step_name=STEP):
             c["gpu_us"][direction] += k.dur
             if cat.startswith("conv") or cat == "gemm":
                 c["engines"][direction][k.name] += 1
-    conv_rows = []
-    for c in convs.values():
-        row = {"shape": c["shape"], "gflop_per_direction": c["gflop"],
-               "fwd_calls_per_step": c["fwd_calls"] / n, "bwd_calls_per_step": c["bwd_calls"] / n,
-               "fwd_host_us_per_step": c["fwd_host_us"] / n, "bwd_host_us_per_step": c["bwd_host_us"] / n}
-        if has_gpu:
-            work = {"fprop": c["fwd_calls"], "dgrad": c["dgrad_calls"], "wgrad": c["wgrad_calls"]}
-            for d in ("fprop", "dgrad", "wgrad", "bwd other"):
-                us = c["gpu_us"].get(d, 0.0)
-                row[f"{d}_gpu_us_per_step"] = us / n
-                if d in work:
-                    # 1 GFLOP per us is 1000 TFLOP/s.
-                    row[f"{d}_tflops"] = c["gflop"] * work[d] / us * 1e3 if us and work[d] else None
-                    row[f"{d}_engines"] = [name for name, _ in c["engines"][d].most_common(3)]
-        else:   # the host's rate: the whole op, forward and backward
-            fl = c["gflop"] * (c["fwd_calls"] + c["dgrad_calls"] + c["wgrad_calls"])
-            us = c["fwd_host_us"] + c["bwd_host_us"]
-            row["host_gflops"] = fl / us * 1e6 if us else None
-        conv_rows.append(row)
+    return convs
+
+
+def _conv_row(c, n, has_gpu):
+    """One shape's row: calls and host us per step; GPU us, TFLOP/s, engines per direction (or host GFLOP/s)."""
+    row = {"shape": c["shape"], "gflop_per_direction": c["gflop"],
+           "fwd_calls_per_step": c["fwd_calls"] / n, "bwd_calls_per_step": c["bwd_calls"] / n,
+           "fwd_host_us_per_step": c["fwd_host_us"] / n, "bwd_host_us_per_step": c["bwd_host_us"] / n}
+    if has_gpu:
+        work = {"fprop": c["fwd_calls"], "dgrad": c["dgrad_calls"], "wgrad": c["wgrad_calls"]}
+        for d in ("fprop", "dgrad", "wgrad", "bwd other"):
+            us = c["gpu_us"].get(d, 0.0)
+            row[f"{d}_gpu_us_per_step"] = us / n
+            if d in work:
+                # 1 GFLOP per us is 1000 TFLOP/s.
+                row[f"{d}_tflops"] = c["gflop"] * work[d] / us * 1e3 if us and work[d] else None
+                row[f"{d}_engines"] = [name for name, _ in c["engines"][d].most_common(3)]
+    else:   # the host's rate: the whole op, forward and backward
+        fl = c["gflop"] * (c["fwd_calls"] + c["dgrad_calls"] + c["wgrad_calls"])
+        us = c["fwd_host_us"] + c["bwd_host_us"]
+        row["host_gflops"] = fl / us * 1e6 if us else None
+    return row
+
+
+def _conv_rows(convs, n, has_gpu):
+    """The convolution table's rows, the most GPU time (else host time) first."""
+    conv_rows = [_conv_row(c, n, has_gpu) for c in convs.values()]
     directions = ("fprop", "dgrad", "wgrad", "bwd other")
     conv_rows.sort(key=lambda r: -(sum(r.get(f"{d}_gpu_us_per_step", 0.0) for d in directions)
                                    or r["fwd_host_us_per_step"] + r["bwd_host_us_per_step"]))
+    return conv_rows
 
-    for i, rec in enumerate(per_step):
-        rec["kernels"] = kernels_per_step[i] if has_gpu else None
+
+def _self_time(ops, n):
+    """The SELF_TIME_OPS (a prefix's ops together): calls, total and self us per step."""
     self_time = {}
     for want in SELF_TIME_OPS:
         rows = [(name, o) for name, o in ops.items() if (name.startswith(want) if want.endswith(":") else name == want)]
         self_time[want.rstrip(":")] = {"calls_per_step": sum(o[0] for _, o in rows) / n,
                                        "total_us_per_step": sum(o[1] for _, o in rows) / n,
                                        "self_us_per_step": sum(o[2] for _, o in rows) / n}
-    host_ops = [{"name": name, "calls_per_step": o[0] / n, "self_us_per_step": o[2] / n, "total_us_per_step": o[1] / n}
-                for name, o in sorted(ops.items(), key=lambda kv: -kv[1][2])[:TOP_KERNELS]]
+    return self_time
+
+
+def _top_host_ops(ops, n):
+    """The TOP_KERNELS host ops with the most self time: calls, self and total us per step."""
+    return [{"name": name, "calls_per_step": o[0] / n, "self_us_per_step": o[2] / n, "total_us_per_step": o[1] / n}
+            for name, o in sorted(ops.items(), key=lambda kv: -kv[1][2])[:TOP_KERNELS]]
+
+
+def _sync_rows(syncs, n):
+    """The host syncs by call, op and scope, most wait first: count and wait us per step, longest wait."""
     sync_sites = collections.defaultdict(lambda: {"count_per_step": 0.0, "wait_us_per_step": 0.0, "max_us": 0.0})
     for lst in syncs:
         for x in lst:
@@ -521,22 +591,57 @@ def summarize(path, label=None, step_name=STEP):
             site["count_per_step"] += 1 / n
             site["wait_us_per_step"] += x["us"] / n
             site["max_us"] = max(site["max_us"], x["us"])
-    sync_rows = [dict(name=a, op=b, scope=c, **v) for (a, b, c), v in
-                 sorted(sync_sites.items(), key=lambda kv: -kv[1]["wait_us_per_step"])]
-    scope_rows = {name: {"calls_per_step": v["calls"] / n, "host_us_per_step": v["host_us"] / n,
-                         "gpu_us_per_step": v["gpu_us"] / n if v["gpu_us"] is not None else None,
-                         "kernels_per_step": v["kernels"] / n if v["kernels"] is not None else None}
-                  for name, v in sorted(scopes.items())}
+    return [dict(name=a, op=b, scope=c, **v) for (a, b, c), v in
+            sorted(sync_sites.items(), key=lambda kv: -kv[1]["wait_us_per_step"])]
+
+
+def _scope_rows(scopes, n):
+    """The scope table by name: calls, host us, GPU us and kernels per step."""
+    return {name: {"calls_per_step": v["calls"] / n, "host_us_per_step": v["host_us"] / n,
+                   "gpu_us_per_step": v["gpu_us"] / n if v["gpu_us"] is not None else None,
+                   "kernels_per_step": v["kernels"] / n if v["kernels"] is not None else None}
+            for name, v in sorted(scopes.items())}
+
+
+def _medians(per_step):
+    """The headline figures' medians over the steps, and the median step's index (by wall time)."""
     keys = ["wall_us", "gpu_busy_us", "gpu_idle_us", "kernels", "launches", "syncs", "sync_wait_us",
             "aten_ops", "aten_ops_top_level"]
     med = {k: median(r[k] for r in per_step) for k in keys}
     walls = [r["wall_us"] for r in per_step]
-    median_step = sorted(range(n), key=lambda i: walls[i])[(n - 1) // 2]
+    return med, sorted(range(len(per_step)), key=lambda i: walls[i])[(len(per_step) - 1) // 2]
+
+
+def summarize(path, label=None, step_name=STEP):
+    """Every table of one trace, as a JSON-ready dict (figures per step are per-step averages over
+    the trace's steps unless named median)."""
+    tr = Trace(path, step_name)
+    n = len(tr.steps)
+    has_gpu = bool(tr.gpu)
+    per_step = [dict(index=i, wall_us=s.dur) for i, s in enumerate(tr.steps)]
+    launches, syncs = _runtime_calls(tr, n)
+    # Each step's figures, in the order its JSON lists them.
+    for parts in (_gpu_time(tr), _runtime_figures(tr, launches, syncs), _aten_counts(tr, n)):
+        for rec, figures in zip(per_step, parts):
+            rec.update(figures)
+    # A kernel counts toward the step and the scopes around its launch.
+    placed = _placed_gpu(tr)
+    kernels_per_step = [0] * n
+    for k, _, _ in placed:
+        kernels_per_step[k.step] += k.kind == "kernel"
+    for i, rec in enumerate(per_step):
+        rec["kernels"] = kernels_per_step[i] if has_gpu else None
+    scopes = _scope_gpu_time(_scope_host_time(tr, has_gpu), placed)
+    kernels = _kernel_totals(placed)
+    kernel_rows = _kernel_rows(kernels, n)
+    ops = _host_ops(tr)
+    med, median_step = _medians(per_step)
     out = {"label": label, "trace": str(path), "step_name": step_name, "steps": n, "gpu": has_gpu,
            "median": med, "median_step": median_step, "per_step": per_step,
-           "categories": dict(sorted(categories.items(), key=lambda kv: -kv[1]["us_per_step"])),
-           "kernels": kernel_rows, "scopes": scope_rows, "syncs": sync_rows, "convs": conv_rows,
-           "cpu_self_time": self_time, "host_ops": host_ops}
+           "categories": _categories(kernels, kernel_rows, n),
+           "kernels": kernel_rows, "scopes": _scope_rows(scopes, n), "syncs": _sync_rows(syncs, n),
+           "convs": _conv_rows(_conv_totals(tr, _conv_kernels(placed)), n, has_gpu),
+           "cpu_self_time": _self_time(ops, n), "host_ops": _top_host_ops(ops, n)}
     if tr.memory:
         out["memory"] = memory_summary(tr)
     return out
