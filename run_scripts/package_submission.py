@@ -98,7 +98,8 @@ def official(cwd, module, *extra):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
 
 
-def main():
+def parse_args():
+    """The command line's arguments."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--system", required=True, help="a systems/<name>.json")
     ap.add_argument("--results", default=str(REPO / "results"), help="the results tree run_and_time.sh wrote")
@@ -106,17 +107,11 @@ def main():
     ap.add_argument("--build-dir", default=str(REPO / "build"))
     ap.add_argument("--force", action="store_true", help="replace an existing <out>/<org>")
     ap.add_argument("--rcp-bypass", action="store_true", help="pass --rcp-bypass to the package checker")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    try:
-        system_file, config, org, logs = load_inputs(args)
-        root = pathlib.Path(args.out) / org
-        if root.exists() and not args.force:
-            raise BadInput(f"{root} exists (pass --force to replace it)")
-    except BadInput as e:
-        print(f"package_submission: error: {e}", file=sys.stderr)
-        return 2
 
+def write_package(args, system_file, config, org, logs, root):
+    """The commit of the packaged sources; the package is built beside root, then moved there."""
     staging = pathlib.Path(args.out) / f".{org}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "systems").mkdir(parents=True)
@@ -128,22 +123,22 @@ def main():
     impl = staging / "benchmarks" / "maskrcnn" / "implementations"
     try:
         commit = source_snapshot(impl / "mlperf-maskrcnn")
-    except BadInput as e:
+    except BadInput:
         shutil.rmtree(staging, ignore_errors=True)
-        print(f"package_submission: error: {e}", file=sys.stderr)
-        return 2
+        raise
     (impl / args.system).mkdir(parents=True)
     shutil.copy2(system_file, impl / args.system / f"{args.system}_mlperf-maskrcnn.json")
     (impl / args.system / "README.md").write_text(implementation_readme(args.system, config, commit))
     if root.exists():
         shutil.rmtree(root)
     staging.rename(root)
-    res = root / "results" / args.system / "maskrcnn"
-    print(f"[package] {root}")
+    return commit
 
-    # Every log through the project's checker (it names the failing lines), then the official tools.
-    report = {"system": args.system, "org": org, "commit": commit, "runs": []}
-    binary = pathlib.Path(args.build_dir) / "benchmark" / "mlperf-maskrcnn"
+
+def check_logs(res, build_dir):
+    """One record per packaged log: its run_stop status, seconds and `mlperf-maskrcnn check` verdict."""
+    runs = []
+    binary = pathlib.Path(build_dir) / "benchmark" / "mlperf-maskrcnn"
     for log in sorted(res.glob("result_*.txt")):
         seconds, status = run_seconds(records(log, skip_malformed=True))
         verdict = None
@@ -152,24 +147,31 @@ def main():
             verdict = "passed" if p.returncode == 0 else "failed"
             if p.returncode != 0:
                 print(p.stdout.rstrip())
-        report["runs"].append({"file": log.name, "seconds": seconds, "status": status, "check": verdict})
+        runs.append({"file": log.name, "seconds": seconds, "status": status, "check": verdict})
         print(f"[package] {log.name}: run_stop {status}, {seconds if seconds is not None else 'no'} s, "
               f"mlperf-maskrcnn check {verdict or 'not run (no build)'}")
+    return runs
 
+
+def run_package_checker(args, org):
+    """True when the official package checker found no errors (its errors printed otherwise)."""
     extra = ["--rcp-bypass"] if args.rcp_bypass else []
     pc = official(args.out, "package_checker", org, "training", RULESET, "--log_output",
                   f"{org}_package_checker.log", *extra)
     text = pc.stdout + pc.stderr
     # The package checker's exit status is 0 either way: its verdict is in the text.
     ok = "PACKAGE CHECKER FOUND NO ERRORS" in text
-    report["package_checker"] = "success" if ok else "errors"
     print(f"[package] official package_checker {RULESET}: {'no errors' if ok else 'ERRORS'} "
           f"(log: {pathlib.Path(args.out) / (org + '_package_checker.log')})")
     if not ok:
         for line in text.splitlines():
             if "ERROR" in line or "FAIL" in line:
                 print("  " + line)
+    return ok
 
+
+def summarize_score(args, org, root):
+    """The result summarizer's score ({minutes, rcp_scaling_factor}) or None, printed either way."""
     summary_dir = pathlib.Path(args.out) / f".{org}.summary"
     summary_dir.mkdir(exist_ok=True)
     rs = official(summary_dir, "result_summarizer", str(root.resolve()), "training", RULESET)
@@ -181,12 +183,33 @@ def main():
             score = {"minutes": rows[0].get("maskrcnn:time_to_train"),
                      "rcp_scaling_factor": rows[0].get("maskrcnn:rcp_scaling_factor")}
     shutil.rmtree(summary_dir, ignore_errors=True)
-    report["score"] = score
     if score and score["minutes"] is not None:
         print(f"[package] score (result_summarizer): {score['minutes']:.4f} min time to train "
               f"(RCP scaling factor {score['rcp_scaling_factor']})")
     else:
         print("[package] result_summarizer gave no score:\n" + (rs.stdout + rs.stderr)[-2000:])
+    return score
+
+
+def main():
+    args = parse_args()
+    try:
+        system_file, config, org, logs = load_inputs(args)
+        root = pathlib.Path(args.out) / org
+        if root.exists() and not args.force:
+            raise BadInput(f"{root} exists (pass --force to replace it)")
+        commit = write_package(args, system_file, config, org, logs, root)
+    except BadInput as e:
+        print(f"package_submission: error: {e}", file=sys.stderr)
+        return 2
+    print(f"[package] {root}")
+
+    # Every log through the project's checker (it names the failing lines), then the official tools.
+    report = {"system": args.system, "org": org, "commit": commit,
+              "runs": check_logs(root / "results" / args.system / "maskrcnn", args.build_dir)}
+    ok = run_package_checker(args, org)
+    report["package_checker"] = "success" if ok else "errors"
+    report["score"] = summarize_score(args, org, root)
     (pathlib.Path(args.out) / f"{org}_submission_report.json").write_text(json.dumps(report, indent=2) + "\n")
     return 0 if ok else 1
 

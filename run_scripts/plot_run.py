@@ -45,12 +45,11 @@ def time_breakdown(keyed, t0, metrics_file):
             "other": max(0.0, total - training - inference - wait), "scoring_background": scoring}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dir", type=pathlib.Path)
-    ap.add_argument("--out", type=pathlib.Path)
-    args = ap.parse_args()
-    run = args.run_dir.resolve()
+TARGETS = (0.377, 0.339)  # MLPerf's box and mask AP targets
+
+
+def load_run(run):
+    """(log events by key, run_start's time_ms, step records, metrics file); exits if one is missing."""
     metrics_file, log_file = run / "metrics.jsonl", run / "mlperf_log.txt"
     for f in (metrics_file, log_file):
         if not f.is_file():
@@ -62,28 +61,31 @@ def main():
     if "run_start" not in keyed:
         sys.exit(f"plot_run: {log_file} has no run_start")
     t0 = keyed["run_start"][0]["time_ms"]
-    targets = (0.377, 0.339)
     steps = [json.loads(l) for l in metrics_file.read_text().splitlines() if '"event":"step"' in l]
     if not steps:
         sys.exit(f"plot_run: {metrics_file} has no steps")
+    return keyed, t0, steps, metrics_file
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(18, 4.8), gridspec_kw={"width_ratios": [3, 3, 2]})
+
+def smooth(v, window):
+    """The moving mean of v over the last `window` values (fewer at the start)."""
+    out, acc = [], 0.0
+    for i, x in enumerate(v):
+        acc += x
+        if i >= window:
+            acc -= v[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def plot_losses(ax1, steps, t0):
+    """Draws the smoothed losses and the learning rate over time on ax1; returns nothing."""
     t = [(s["time_ms"] - t0) / 60000 for s in steps]
     names = sorted(steps[0]["losses"])
     window = max(1, len(steps) // 50)
-
-    def smooth(v):
-        out, acc = [], 0.0
-        for i, x in enumerate(v):
-            acc += x
-            if i >= window:
-                acc -= v[i - window]
-            out.append(acc / min(i + 1, window))
-        return out
-
-    ax1.plot(t, smooth([s["loss"] for s in steps]), color="black", lw=2, label="total")
+    ax1.plot(t, smooth([s["loss"] for s in steps], window), color="black", lw=2, label="total")
     for n in names:
-        ax1.plot(t, smooth([s["losses"][n] for s in steps]), lw=1, label=n)
+        ax1.plot(t, smooth([s["losses"][n] for s in steps], window), lw=1, label=n)
     ax1.set_yscale("log")
     ax1.set_xlabel("minutes since run_start")
     ax1.set_ylabel(f"loss (moving mean of {window} steps)")
@@ -93,12 +95,15 @@ def main():
     lr_ax.set_ylabel("learning rate (dotted)")
     ax1.legend(fontsize=8, loc="upper right")
 
+
+def plot_accuracy(ax2, keyed, t0):
+    """Draws box and mask AP per epoch against the targets on ax2; returns nothing."""
     acc = keyed.get("eval_accuracy", [])
     epochs = [e["metadata"]["epoch_num"] for e in acc]
     ax2.plot(epochs, [e["value"]["BBOX"] for e in acc], "o-", label="box AP (BBOX)")
     ax2.plot(epochs, [e["value"]["SEGM"] for e in acc], "s-", label="mask AP (SEGM)")
-    ax2.axhline(targets[0], color="C0", ls="--", lw=1, label=f"BBOX target {targets[0]}")
-    ax2.axhline(targets[1], color="C1", ls="--", lw=1, label=f"SEGM target {targets[1]}")
+    ax2.axhline(TARGETS[0], color="C0", ls="--", lw=1, label=f"BBOX target {TARGETS[0]}")
+    ax2.axhline(TARGETS[1], color="C1", ls="--", lw=1, label=f"SEGM target {TARGETS[1]}")
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("COCO AP@[.5:.95]")
     ax2.set_ylim(0, 1)
@@ -112,8 +117,9 @@ def main():
     ax2.legend(fontsize=8, loc="lower right")
     ax2.grid(alpha=0.3)
 
-    parts = time_breakdown(keyed, t0, metrics_file)
-    print(json.dumps(parts))
+
+def plot_breakdown(ax3, parts):
+    """Draws the time to train by part, and the background scoring beside it, on ax3; returns nothing."""
     shown = [("training", "C0"), ("inference", "C1"), ("final_score_wait", "C2"), ("other", "C7")]
     bottom = 0.0
     for name, color in shown:
@@ -126,6 +132,22 @@ def main():
     ax3.set_ylim(0, max(parts["total"], parts["scoring_background"]) * 1.7)  # room for the legend
     ax3.set_title(f"where the {parts['total']:.1f} s went")
     ax3.legend(fontsize=8, loc="upper right")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path)
+    args = ap.parse_args()
+    run = args.run_dir.resolve()
+    keyed, t0, steps, metrics_file = load_run(run)
+
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(18, 4.8), gridspec_kw={"width_ratios": [3, 3, 2]})
+    plot_losses(ax1, steps, t0)
+    plot_accuracy(ax2, keyed, t0)
+    parts = time_breakdown(keyed, t0, metrics_file)
+    print(json.dumps(parts))
+    plot_breakdown(ax3, parts)
     fig.tight_layout()
     out = args.out or run / "training.png"
     fig.savefig(out, dpi=110)

@@ -318,12 +318,8 @@ def finish(report):
             report["exit_peaks"][k] = max(extra)
 
 
-def run_benchmark(a):
-    exe = os.path.join(os.path.abspath(a.build_dir), "benchmark", "mlperf-maskrcnn")
-    ann = os.path.join(a.data, "annotations", f"instances_{a.split}.json")
-    if not os.path.exists(ann):
-        sys.exit(f"error: {ann} is missing (benchmark/perf/make_coco_scale.py --out {a.data} writes one)")
-    readers = [k for k in READERS if k in a.readers.split(",")]
+def new_report(a, ann, readers):
+    """The report's skeleton: the date, command, machine, readers, file and package versions."""
     report = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
               "command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
               "machine": machine(), "readers": readers, "ranks_requested": a.ranks, "repeat": a.repeat,
@@ -335,6 +331,104 @@ def run_benchmark(a):
             report["versions"][pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             report["versions"][pkg] = None
+    return report
+
+
+def prepare_index(a, exe, report):
+    """Runs `data prepare` on the data (recorded in the report), warms its files; returns nothing."""
+    print("data prepare ...", file=sys.stderr, flush=True)
+    p = prepare(exe, a.system, a.data, a.split)
+    report["prepare"] = p
+    if "error" in p:
+        report["results"]["harness-index"]["status"] = "prepare failed"
+    else:
+        warm_cache([os.path.join(a.data, "annotations", f) for f in p["files"]])
+
+
+def one_rank_rounds(a, one, live, report, tmp):
+    """The readers still ok after the interleaved 1-rank rounds (their runs in the report)."""
+    for k in live:
+        report["results"][k]["one_rank_runs"] = []
+    # Interleaved rounds, the first a warm-up: every reader meets the same machine state.
+    for rnd in range(a.warmup + a.repeat):
+        for k in live:
+            recs, _, aborted = one.run(k, 1, tmp)
+            rec = recs[0]
+            want = {"harness-json": "json", "harness-index": "index"}.get(k)
+            if want and "seconds" in rec and rec.get("source") != want:   # e.g. a stale index
+                rec["error"] = f"read from {rec.get('source')} instead of {want}: {rec.get('note', '')}"
+            tag = "warm-up" if rnd < a.warmup else f"run {rnd - a.warmup + 1}/{a.repeat}"
+            print(f"{LABELS[k]}, 1 rank, {tag}: " + (f"{rec['seconds']:.2f} s, {fmt_b(rec['max_rss_bytes'])}"
+                  if "seconds" in rec else rec.get("error", "?")), file=sys.stderr, flush=True)
+            if "error" in rec:
+                report["results"][k]["status"] = "error: " + rec["error"][:200]
+            elif rnd >= a.warmup:
+                report["results"][k]["one_rank_runs"].append(rec)
+        live = [k for k in live if report["results"][k]["status"] == "ok"]
+    return live
+
+
+def ranks_that_fit(a, k, report):
+    """How many of --ranks ranks of reader k the available memory holds (a note when fewer)."""
+    s1 = summarize(report["results"][k])
+    n = a.ranks
+    avail = meminfo("MemAvailable")
+    # Per-rank need: the 1-rank peak RSS; too much where ranks share pages (the index
+    # mapping, library text), never too little.
+    per = max(1, s1.get("max_rss_bytes", 0))
+    fits = int((avail - a.reserve_gb * GiB) // per)
+    if fits < n:
+        n = max(1, fits)
+        report["notes"].append(
+            f"{LABELS[k]}: {n} of {a.ranks} ranks ran: {a.ranks} would need about "
+            f"{fmt_b(a.ranks * per)} (the 1-rank peak each) and this machine had {fmt_b(avail)} available "
+            f"with {a.reserve_gb:g} GiB kept for other work.")
+    return n
+
+
+def many_rank_run(a, many, k, report, tmp):
+    """Runs reader k as N ranks together (records, wall time, notes into the report); returns nothing."""
+    res = report["results"][k]
+    n = ranks_that_fit(a, k, report)
+    recs, wall, aborted = many.run(k, n, tmp)
+    res["ranks_run"], res["ranks_wall"] = recs, wall
+    if aborted:
+        report["notes"].append(f"{LABELS[k]}: the {n}-rank run was {aborted}.")
+    errs = [r["error"] for r in recs if "error" in r]
+    if errs:
+        report["notes"].append(f"{LABELS[k]}, {n} ranks: {errs[0][:200]}")
+    print(f"{LABELS[k]}, {n} ranks: last ready after " + (f"{wall:.1f} s" if wall else "(failed)"),
+          file=sys.stderr, flush=True)
+
+
+def closing_notes(a, report, cores):
+    """The report's closing notes: RSS after the imports, the cores, the cache, what RSS and PSS count."""
+    notes = []
+    for k in ("pycocotools", "torchvision"):
+        one = [r for r in report["results"].get(k, {}).get("one_rank_runs", []) if "rss_after_import_bytes" in r]
+        if one:
+            notes.append(f"{LABELS[k]}: {fmt_b(median(r['rss_after_import_bytes'] for r in one))} of "
+                         "its RSS is there after the imports, before the file is opened.")
+    return notes + [
+        f"{cores} cores: the {a.ranks} ranks are time-sliced on them (threads per rank: OMP_NUM_THREADS="
+        f"{max(1, cores // a.ranks)}; 1 rank: {cores}), so the wall time to the last rank is no node's "
+        f"figure with a core per rank; their memory is.",
+        "Warm page cache: the file is read once before the runs (the ranks after the first on a node "
+        "find it cached).",
+        "Peak RSS counts every page a process touched, shared or not; PSS divides a shared page among "
+        "the processes mapping it (read from /proc/PID/smaps_rollup while all ranks are alive). "
+        "torchvision's and the harness's figures include their libraries (torch, LibTorch); pycocotools' do not.",
+    ]
+
+
+def run_benchmark(a):
+    """The report of every reader's runs: 1 rank repeated, N ranks together, and the baseline."""
+    exe = os.path.join(os.path.abspath(a.build_dir), "benchmark", "mlperf-maskrcnn")
+    ann = os.path.join(a.data, "annotations", f"instances_{a.split}.json")
+    if not os.path.exists(ann):
+        sys.exit(f"error: {ann} is missing (benchmark/perf/make_coco_scale.py --out {a.data} writes one)")
+    readers = [k for k in READERS if k in a.readers.split(",")]
+    report = new_report(a, ann, readers)
     cores = os.cpu_count() or 1
     not_built = harness_ready(exe) if any(k.startswith("harness") for k in readers) else None
     for k in readers:
@@ -345,77 +439,17 @@ def run_benchmark(a):
 
     with tempfile.TemporaryDirectory(prefix="mrcnn_annload_") as tmp:
         if "harness-index" in readers and not not_built:
-            print("data prepare ...", file=sys.stderr, flush=True)
-            p = prepare(exe, a.system, a.data, a.split)
-            report["prepare"] = p
-            if "error" in p:
-                report["results"]["harness-index"]["status"] = "prepare failed"
-            else:
-                warm_cache([os.path.join(a.data, "annotations", f) for f in p["files"]])
+            prepare_index(a, exe, report)
         live = [k for k in readers if report["results"][k]["status"] == "ok"]
         one = Spawner(exe, a.system, a.data, a.split, threads=cores)
-        for k in live:
-            report["results"][k]["one_rank_runs"] = []
-        # Interleaved rounds, the first a warm-up: every reader meets the same machine state.
-        for rnd in range(a.warmup + a.repeat):
-            for k in live:
-                recs, _, aborted = one.run(k, 1, tmp)
-                rec = recs[0]
-                want = {"harness-json": "json", "harness-index": "index"}.get(k)
-                if want and "seconds" in rec and rec.get("source") != want:   # e.g. a stale index
-                    rec["error"] = f"read from {rec.get('source')} instead of {want}: {rec.get('note', '')}"
-                tag = "warm-up" if rnd < a.warmup else f"run {rnd - a.warmup + 1}/{a.repeat}"
-                print(f"{LABELS[k]}, 1 rank, {tag}: " + (f"{rec['seconds']:.2f} s, {fmt_b(rec['max_rss_bytes'])}"
-                      if "seconds" in rec else rec.get("error", "?")), file=sys.stderr, flush=True)
-                if "error" in rec:
-                    report["results"][k]["status"] = "error: " + rec["error"][:200]
-                elif rnd >= a.warmup:
-                    report["results"][k]["one_rank_runs"].append(rec)
-            live = [k for k in live if report["results"][k]["status"] == "ok"]
-
+        live = one_rank_rounds(a, one, live, report, tmp)
         many = Spawner(exe, a.system, a.data, a.split, threads=max(1, cores // a.ranks))
         for k in live:
-            res = report["results"][k]
-            s1 = summarize(res)
-            n = a.ranks
-            avail = meminfo("MemAvailable")
-            # Per-rank need: the 1-rank peak RSS; too much where ranks share pages (the index
-            # mapping, library text), never too little.
-            per = max(1, s1.get("max_rss_bytes", 0))
-            fits = int((avail - a.reserve_gb * GiB) // per)
-            if fits < n:
-                n = max(1, fits)
-                report["notes"].append(
-                    f"{LABELS[k]}: {n} of {a.ranks} ranks ran: {a.ranks} would need about "
-                    f"{fmt_b(a.ranks * per)} (the 1-rank peak each) and this machine had {fmt_b(avail)} available "
-                    f"with {a.reserve_gb:g} GiB kept for other work.")
-            recs, wall, aborted = many.run(k, n, tmp)
-            res["ranks_run"], res["ranks_wall"] = recs, wall
-            if aborted:
-                report["notes"].append(f"{LABELS[k]}: the {n}-rank run was {aborted}.")
-            errs = [r["error"] for r in recs if "error" in r]
-            if errs:
-                report["notes"].append(f"{LABELS[k]}, {n} ranks: {errs[0][:200]}")
-            print(f"{LABELS[k]}, {n} ranks: last ready after " + (f"{wall:.1f} s" if wall else "(failed)"),
-                  file=sys.stderr, flush=True)
+            many_rank_run(a, many, k, report, tmp)
         if a.baseline_data:
             measure_baseline(a, exe, live, report, tmp, cores)
     finish(report)
-    for k in ("pycocotools", "torchvision"):
-        one = [r for r in report["results"].get(k, {}).get("one_rank_runs", []) if "rss_after_import_bytes" in r]
-        if one:
-            report["notes"].append(f"{LABELS[k]}: {fmt_b(median(r['rss_after_import_bytes'] for r in one))} of "
-                                   "its RSS is there after the imports, before the file is opened.")
-    report["notes"] += [
-        f"{cores} cores: the {a.ranks} ranks are time-sliced on them (threads per rank: OMP_NUM_THREADS="
-        f"{max(1, cores // a.ranks)}; 1 rank: {cores}), so the wall time to the last rank is no node's "
-        f"figure with a core per rank; their memory is.",
-        "Warm page cache: the file is read once before the runs (the ranks after the first on a node "
-        "find it cached).",
-        "Peak RSS counts every page a process touched, shared or not; PSS divides a shared page among "
-        "the processes mapping it (read from /proc/PID/smaps_rollup while all ranks are alive). "
-        "torchvision's and the harness's figures include their libraries (torch, LibTorch); pycocotools' do not.",
-    ]
+    report["notes"] += closing_notes(a, report, cores)
     return report
 
 

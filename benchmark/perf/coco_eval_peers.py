@@ -102,7 +102,8 @@ def environment(coco_eval, threads):
     }
 
 
-def main():
+def parse_args():
+    """The command line's arguments."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="/tmp/mrcnn-eval-bench", help="folder with gt.json, results.json")
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
@@ -113,31 +114,21 @@ def main():
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--plot", help="write a PNG of the medians here")
     ap.add_argument("--run-one", nargs=4, metavar=("KIND", "GT", "RES", "OUT"), help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    if a.run_one:
-        run_python_peer(*a.run_one)
-        return
+    return ap.parse_args()
 
-    coco_eval = os.path.join(a.build_dir, "benchmark", "analysis", "coco-eval")
-    if not os.access(coco_eval, os.X_OK):
-        sys.exit(f"{coco_eval} is missing: build it (ninja -C {a.build_dir} coco-eval)")
-    gt_path, res_path = os.path.join(a.data, "gt.json"), os.path.join(a.data, "results.json")
-    if not (os.path.exists(gt_path) and os.path.exists(res_path)):
-        print(f"generating the COCO-val-scale set into {a.data} (minutes) ...", file=sys.stderr)
-        subprocess.run([sys.executable, os.path.join(REPO, "tests", "eval", "coco_gen.py"), a.data,
-                        "--images", "5000", "--seed", "0"], check=True)
 
-    env = environment(coco_eval, a.threads)
-    print("# environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+def print_data(gt_path, res_path):
+    """Prints the two files' sizes and the ground truth's counts; returns nothing."""
     print(f"# data: {gt_path} ({os.path.getsize(gt_path) / 2**20:.1f} MiB), "
           f"{res_path} ({os.path.getsize(res_path) / 2**20:.1f} MiB)")
     with open(gt_path) as f:
         g = json.load(f)
     print(f"# {len(g['images'])} images, {len(g['categories'])} categories, "
           f"{len(g['annotations'])} ground-truth annotations")
-    del g
 
-    tmp = tempfile.mkdtemp(prefix="coco_eval_peers_")
+
+def run_interleaved(a, coco_eval, gt_path, res_path, tmp):
+    """{side: [(wall seconds, peak RSS MiB) per run]}, after one warm-up of ours and faster-coco-eval."""
     cmds = {
         "ours": lambda i: [coco_eval, gt_path, res_path, "--iou-type", "bbox,segm", "--threads",
                            str(a.threads), "--quiet", "--json", os.path.join(tmp, f"ours{i}.json")],
@@ -158,20 +149,28 @@ def main():
                 wall, rss = measure(cmds[name](i))
                 runs[name].append((wall, rss))
                 print(f"run {i} {name:17s} {wall:8.2f} s  {rss:8.0f} MiB", flush=True)
+    return runs
 
-    def load(name, i):
-        with open(os.path.join(tmp, f"{name}{i}.json")) as f:
-            return json.load(f)
 
-    ours0 = load("ours", 0)
-    ours_stats = {t: ours0[t]["stats"] for t in ("bbox", "segm")}
+def load_run(tmp, name, i):
+    """The JSON that run i of `name` wrote."""
+    with open(os.path.join(tmp, f"{name}{i}.json")) as f:
+        return json.load(f)
+
+
+def compare_stats(runs, tmp, ours_stats):
+    """{peer: "identical" or "DIFFERENT: " with the differences} for each peer that ran."""
     verdicts = {}
     for name in ("faster-coco-eval", "pycocotools"):
         if runs[name]:
-            s = load(name, 0)["stats"]
+            s = load_run(tmp, name, 0)["stats"]
             verdicts[name] = "identical" if s == ours_stats else \
                 "DIFFERENT: " + json.dumps({t: [x - y for x, y in zip(s[t], ours_stats[t])] for t in s})
+    return verdicts
 
+
+def print_medians(runs, verdicts):
+    """{side: (median wall seconds, peak RSS MiB)}, printed with the ratios to ours and the verdicts."""
     print("\n# medians (wall time end to end: read both files, bbox + segm evaluate, accumulate, summarize)")
     med = {k: (statistics.median(w for w, _ in v), max(r for _, r in v)) for k, v in runs.items() if v}
     for name, (wall, rss) in med.items():
@@ -179,12 +178,13 @@ def main():
         ratio = "" if name == "ours" else f"   {wall / med['ours'][0]:6.1f}x ours"
         same = "" if name == "ours" else f"   stats {verdicts[name]}"
         print(f"{name:17s} {wall:8.2f} s  peak RSS {rss:7.0f} MiB  ({n} runs){ratio}{same}")
-    print("\n# where our time goes (run 0): " + ", ".join(
-        f"{k} {v:.2f}s" for k, v in ours0["seconds"].items()) + "; bbox " + ", ".join(
-        f"{k} {v:.2f}s" for k, v in ours0["bbox"]["seconds"].items()) + "; segm accumulate "
-        f"{ours0['segm']['seconds']['accumulate']:.2f}s")
+    return med
+
+
+def read_throughput(runs, tmp, gt_path, res_path):
+    """{file: bytes, seconds, GB/s} of our reads, the median of the runs, printed."""
     # Read throughput: bytes of each file over the read seconds coco-eval reports (median of the runs).
-    ours_all = [load("ours", i) for i in range(len(runs["ours"]))]
+    ours_all = [load_run(tmp, "ours", i) for i in range(len(runs["ours"]))]
     read = {}
     for label, key, path in (("results", "read_results", res_path), ("ground truth", "read_ground_truth", gt_path)):
         secs = statistics.median(o["seconds"][key] for o in ours_all)
@@ -192,10 +192,65 @@ def main():
                        "gb_per_s": os.path.getsize(path) / secs / 1e9}
     print("# our read throughput (median of the runs): " + ", ".join(
         f"{k} {v['bytes'] / 1e6:.1f} MB in {v['seconds']:.3f} s = {v['gb_per_s']:.2f} GB/s" for k, v in read.items()))
+    return read
+
+
+def print_our_phases(ours0):
+    """Prints where our run 0's time went, by phase; returns nothing."""
+    print("\n# where our time goes (run 0): " + ", ".join(
+        f"{k} {v:.2f}s" for k, v in ours0["seconds"].items()) + "; bbox " + ", ".join(
+        f"{k} {v:.2f}s" for k, v in ours0["bbox"]["seconds"].items()) + "; segm accumulate "
+        f"{ours0['segm']['seconds']['accumulate']:.2f}s")
+
+
+def print_peer_phases(runs, tmp):
+    """Prints where each peer's run 0's time went, by phase; returns nothing."""
     for name in ("faster-coco-eval", "pycocotools"):
         if runs[name]:
-            ph = load(name, 0)["phases"]
+            ph = load_run(tmp, name, 0)["phases"]
             print(f"# where {name}'s time goes (run 0): " + ", ".join(f"{k} {v:.2f}s" for k, v in ph.items()))
+
+
+def write_plot(a, med, verdicts):
+    """Writes the PNG of the medians to --plot; returns nothing."""
+    sys.path.insert(0, HERE)
+    from plot_compare import plot_comparison
+    names = {"ours": "mlperf-maskrcnn", "faster-coco-eval": "faster-coco-eval", "pycocotools": "pycocotools"}
+    plot_comparison(a.plot, "COCO bbox + segm evaluation end to end: " + os.path.basename(a.data.rstrip("/")), [
+        ("wall time (median)", "seconds", {names[k]: v[0] for k, v in med.items()}, "lower"),
+        ("peak memory", "MiB", {names[k]: v[1] for k, v in med.items()}, "lower"),
+    ], note="; ".join(f"{k}: stats {v}" for k, v in verdicts.items()) + f"; {a.threads} threads for ours")
+    print(f"plot: {a.plot}")
+
+
+def main():
+    a = parse_args()
+    if a.run_one:
+        run_python_peer(*a.run_one)
+        return
+
+    coco_eval = os.path.join(a.build_dir, "benchmark", "analysis", "coco-eval")
+    if not os.access(coco_eval, os.X_OK):
+        sys.exit(f"{coco_eval} is missing: build it (ninja -C {a.build_dir} coco-eval)")
+    gt_path, res_path = os.path.join(a.data, "gt.json"), os.path.join(a.data, "results.json")
+    if not (os.path.exists(gt_path) and os.path.exists(res_path)):
+        print(f"generating the COCO-val-scale set into {a.data} (minutes) ...", file=sys.stderr)
+        subprocess.run([sys.executable, os.path.join(REPO, "tests", "eval", "coco_gen.py"), a.data,
+                        "--images", "5000", "--seed", "0"], check=True)
+
+    env = environment(coco_eval, a.threads)
+    print("# environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    print_data(gt_path, res_path)
+
+    tmp = tempfile.mkdtemp(prefix="coco_eval_peers_")
+    runs = run_interleaved(a, coco_eval, gt_path, res_path, tmp)
+    ours0 = load_run(tmp, "ours", 0)
+    ours_stats = {t: ours0[t]["stats"] for t in ("bbox", "segm")}
+    verdicts = compare_stats(runs, tmp, ours_stats)
+    med = print_medians(runs, verdicts)
+    print_our_phases(ours0)
+    read = read_throughput(runs, tmp, gt_path, res_path)
+    print_peer_phases(runs, tmp)
     print(f"\nours bbox stats: {ours_stats['bbox']}\nours segm stats: {ours_stats['segm']}")
     if a.json:
         with open(a.json, "w") as f:
@@ -205,14 +260,7 @@ def main():
                                             "bbox": ours0["bbox"]["seconds"],
                                             "segm": ours0["segm"]["seconds"]}}, f, indent=1)
     if a.plot:
-        sys.path.insert(0, HERE)
-        from plot_compare import plot_comparison
-        names = {"ours": "mlperf-maskrcnn", "faster-coco-eval": "faster-coco-eval", "pycocotools": "pycocotools"}
-        plot_comparison(a.plot, "COCO bbox + segm evaluation end to end: " + os.path.basename(a.data.rstrip("/")), [
-            ("wall time (median)", "seconds", {names[k]: v[0] for k, v in med.items()}, "lower"),
-            ("peak memory", "MiB", {names[k]: v[1] for k, v in med.items()}, "lower"),
-        ], note="; ".join(f"{k}: stats {v}" for k, v in verdicts.items()) + f"; {a.threads} threads for ours")
-        print(f"plot: {a.plot}")
+        write_plot(a, med, verdicts)
 
 
 if __name__ == "__main__":

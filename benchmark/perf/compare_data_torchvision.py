@@ -42,7 +42,21 @@ MLPERF_MEAN = [102.9801, 115.9465, 122.7717]
 
 # ---- the torchvision peer (child process) -----------------------------------------------------
 
-def peer_epoch(root, workers, batch_size, seed, out_path):
+def mlperf_size(w, h, min_size=800, max_size=1333):
+    """(height, width) of a w x h image at the MLPerf size: short side 800, long side at most 1333."""
+    size = min_size
+    lo, hi = float(min(w, h)), float(max(w, h))
+    if hi / lo * size > max_size:
+        size = int(round(max_size * lo / hi))
+    if (w <= h and w == size) or (h <= w and h == size):
+        return h, w
+    if w < h:
+        return int(size * h / w), size
+    return size, int(size * w / h)
+
+
+def coco_train_dataset(root, seed):
+    """The peer's torch Dataset over root's train2017: (image, boxes, labels, polygons, id) per item."""
     import contextlib
     import io
 
@@ -50,19 +64,6 @@ def peer_epoch(root, workers, batch_size, seed, out_path):
     from PIL import Image
     from pycocotools.coco import COCO
     from torchvision.transforms import functional as F
-
-    torch.set_num_threads(1)
-
-    def get_size(w, h, min_size=800, max_size=1333):
-        size = min_size
-        lo, hi = float(min(w, h)), float(max(w, h))
-        if hi / lo * size > max_size:
-            size = int(round(max_size * lo / hi))
-        if (w <= h and w == size) or (h <= w and h == size):
-            return h, w
-        if w < h:
-            return int(size * h / w), size
-        return size, int(size * w / h)
 
     class CocoTrain(torch.utils.data.Dataset):
         def __init__(self):
@@ -94,7 +95,7 @@ def peer_epoch(root, workers, batch_size, seed, out_path):
                      for a, k in zip(anns, keep.tolist()) if k]
             boxes = boxes[keep]
             labels = torch.tensor([self.label[a["category_id"]] for a, k in zip(anns, keep.tolist()) if k])
-            oh, ow = get_size(w, h)
+            oh, ow = mlperf_size(w, h)
             img = F.resize(img, [oh, ow])
             rw, rh = ow / w, oh / h
             boxes = boxes * torch.tensor([rw, rh, rw, rh])
@@ -109,22 +110,29 @@ def peer_epoch(root, workers, batch_size, seed, out_path):
             t = F.normalize(t[[2, 1, 0]] * 255, MLPERF_MEAN, [1.0, 1.0, 1.0])
             return t, boxes, labels, polys, info["id"]
 
-    def collate(items):
-        n = len(items)
-        hmax = max(t.shape[1] for t, *_ in items)
-        wmax = max(t.shape[2] for t, *_ in items)
-        hp, wp = (hmax + 31) // 32 * 32, (wmax + 31) // 32 * 32
-        images = torch.zeros(n, 3, hp, wp)
-        g = max(len(b) for _, b, *_ in items)
-        gt_boxes, gt_labels = torch.zeros(n, g, 4), torch.zeros(n, g, dtype=torch.long)
-        counts = torch.tensor([len(b) for _, b, *_ in items])
-        for i, (t, b, l, _, _) in enumerate(items):
-            images[i, :, : t.shape[1], : t.shape[2]].copy_(t)
-            gt_boxes[i, : len(b)] = b
-            gt_labels[i, : len(l)] = l
-        return images, gt_boxes, gt_labels, counts, [p for *_, p, _ in items], [i for *_, i in items]
+    return CocoTrain()
 
-    ds = CocoTrain()
+
+def pad_collate(items):
+    """A padded batch: (images, gt boxes, gt labels, counts, polygons, ids)."""
+    import torch
+    n = len(items)
+    hmax = max(t.shape[1] for t, *_ in items)
+    wmax = max(t.shape[2] for t, *_ in items)
+    hp, wp = (hmax + 31) // 32 * 32, (wmax + 31) // 32 * 32
+    images = torch.zeros(n, 3, hp, wp)
+    g = max(len(b) for _, b, *_ in items)
+    gt_boxes, gt_labels = torch.zeros(n, g, 4), torch.zeros(n, g, dtype=torch.long)
+    counts = torch.tensor([len(b) for _, b, *_ in items])
+    for i, (t, b, l, _, _) in enumerate(items):
+        images[i, :, : t.shape[1], : t.shape[2]].copy_(t)
+        gt_boxes[i, : len(b)] = b
+        gt_labels[i, : len(l)] = l
+    return images, gt_boxes, gt_labels, counts, [p for *_, p, _ in items], [i for *_, i in items]
+
+
+def aspect_grouped_batches(ds, batch_size, seed):
+    """The epoch's batches of dataset indices: shuffled, each of one aspect group (landscape or not)."""
     # Aspect-grouped, shuffled batches (the same rule as ours, drawn with Python's generator).
     order = list(range(len(ds)))
     random.Random(seed).shuffle(order)
@@ -137,9 +145,19 @@ def peer_epoch(root, workers, batch_size, seed, out_path):
             batches.append(list(g))
             g.clear()
     batches += [g for g in open_groups.values() if g]
+    return batches
+
+
+def peer_epoch(root, workers, batch_size, seed, out_path):
+    """Times one epoch of the torchvision pipeline into out_path ({images, seconds}); returns nothing."""
+    import torch
+
+    torch.set_num_threads(1)
+    ds = coco_train_dataset(root, seed)
+    batches = aspect_grouped_batches(ds, batch_size, seed)
 
     t0 = time.perf_counter()
-    loader = torch.utils.data.DataLoader(ds, batch_sampler=batches, num_workers=workers, collate_fn=collate)
+    loader = torch.utils.data.DataLoader(ds, batch_sampler=batches, num_workers=workers, collate_fn=pad_collate)
     images = 0
     for images_t, *_ in loader:
         images += images_t.shape[0]

@@ -89,8 +89,8 @@ def current_rss_mb():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def torchvision_worker(args):
-    torch.set_num_threads(args.threads)
+def load_torchvision_side(args):
+    """(model, images, targets): torchvision's model in training mode and the case's inputs, on --device."""
     case = pathlib.Path(args.case)
     data = torch.load(case / "tv.pt", weights_only=False)
     cfg = data["cfg"]
@@ -98,9 +98,8 @@ def torchvision_worker(args):
     model.load_state_dict(torch.load(case / "tv_state.pth"))
     model.train()
     device = torch.device(args.device)
-    cuda = device.type == "cuda"
     images, targets = data["images"], data["targets"]
-    if cuda:
+    if device.type == "cuda":
         model.to(device)
         images = [i.to(device) for i in images]
         targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
@@ -109,10 +108,11 @@ def torchvision_worker(args):
         # first one on. The images stay as they are: torchvision takes a list of 3-D tensors
         # (which have no channels-last form) and copies them into a new padded batch.
         model.to(memory_format=torch.channels_last)
-    params = [p for p in model.parameters() if p.requires_grad]
-    sgd = torch.optim.SGD(params, lr=0.002, momentum=0.9, weight_decay=1e-4)
-    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
-    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
+    return model, images, targets
+
+
+def add_profiler_scopes(model):
+    """Wraps torchvision's stages in the C++ network's RECORD_FUNCTION scopes; returns nothing."""
     from torch.profiler import record_function
 
     def scoped(module, name):
@@ -146,6 +146,15 @@ def torchvision_worker(args):
             return project(*a, **kw)
     tv_roi_heads.project_masks_on_boxes = project_scoped
 
+
+def make_train_step(model, images, targets, device, precision):
+    """(step, syncs): a function running one SGD step, and the list its counted steps append to."""
+    from torch.profiler import record_function
+    cuda = device.type == "cuda"
+    params = [p for p in model.parameters() if p.requires_grad]
+    sgd = torch.optim.SGD(params, lr=0.002, momentum=0.9, weight_decay=1e-4)
+    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     syncs = []
 
     def step(count_syncs=False, scope=False):
@@ -183,6 +192,31 @@ def torchvision_worker(args):
             syncs.append(sum("synchronizing CUDA operation" in str(w.message) for w in caught))
         return seconds
 
+    return step, syncs
+
+
+def write_step_trace(step, args, cuda):
+    """Profiles --trace-steps more steps into the Chrome trace --trace; returns nothing."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:  # the kernels too: the host's activity alone would show launch times
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    # --trace-steps consecutive steps, each one "mrcnn::train_step" scope, with the operators'
+    # input shapes (benchmark/perf/trace_summary.py cuts the trace at the scopes).
+    with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+        for _ in range(args.trace_steps):
+            step(scope=True)
+    prof.export_chrome_trace(args.trace)
+
+
+def torchvision_worker(args):
+    """Runs torchvision's side and writes its report (--report); returns nothing."""
+    torch.set_num_threads(args.threads)
+    model, images, targets = load_torchvision_side(args)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    step, syncs = make_train_step(model, images, targets, device, args.precision)
+    add_profiler_scopes(model)
+
     setup_rss = current_rss_mb()
     for _ in range(args.warmup):
         step()
@@ -192,15 +226,7 @@ def torchvision_worker(args):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     step(count_syncs=True)  # one more step, untimed, its syncs counted
     if args.trace:
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if cuda:  # the kernels too: the host's activity alone would show launch times
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        # --trace-steps consecutive steps, each one "mrcnn::train_step" scope, with the operators'
-        # input shapes (benchmark/perf/trace_summary.py cuts the trace at the scopes).
-        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
-            for _ in range(args.trace_steps):
-                step(scope=True)
-        prof.export_chrome_trace(args.trace)
+        write_step_trace(step, args, cuda)
     report = {"step_seconds": times, "setup_rss_mb": setup_rss, "peak_rss_mb": peak,
               "threads": torch.get_num_threads(), "images": len(images), "syncs_per_step": syncs}
     if cuda:

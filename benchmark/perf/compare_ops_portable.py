@@ -271,7 +271,8 @@ def fmt(v):
     return "n/a" if v is None else f"{v:.1f}"
 
 
-def main():
+def parse_args():
+    """The command line's arguments; exits naming an unknown case."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build-dir", default=os.environ.get("MRCNN_BUILD_DIR", "build"))
     p.add_argument("--threads", type=int, default=2)
@@ -284,10 +285,11 @@ def main():
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         sys.exit(f"unknown case(s) {unknown}; choose from {list(CASES)}")
+    return args
 
-    native, lib = cot.load_ops(args.build_dir)
-    portable, have = portable_ops()
-    torch.set_num_threads(args.threads)
+
+def print_header(args, lib, have):
+    """Prints the environment, the library and the registered portable ops; returns nothing."""
     for line in cot.environment(lib):
         print("# " + line.replace("(both sides)", "(every side)"))
     built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.path.getmtime(lib)))
@@ -297,73 +299,102 @@ def main():
         print("# WARNING: one thread: the parallel kernels are not exercised")
     print(f"# {args.reps} interleaved repetitions after one warm-up; medians in ms")
     print()
+
+
+def warm_up(case, ops, sides):
+    """None, or the portable op's first error line if it failed (then dropped from sides and ops)."""
+    # Warm-up, and the outputs compared. A portable op that fails is reported, not timed.
+    outs, failed = {}, None
+    for s in list(sides):
+        try:
+            outs[s] = case.outputs(s, ops[s])
+        except RuntimeError as e:
+            if s != "portable":
+                raise
+            failed = str(e).splitlines()[0]
+            print(f"  portable     mrcnn_portable::{case.op} failed: {failed}")
+            sides.remove(s)
+            ops[s] = None
+    if "portable" in outs:
+        print(f"  agreement    portable vs native: {agreement(outs['native'], outs['portable'])}")
+    if "torchvision" in outs and outs["torchvision"]:
+        print(f"               torchvision vs native: {agreement(outs['native'], outs['torchvision'])}")
+    return failed
+
+
+def time_sides(case, ops, sides, reps):
+    """(median, fastest) ms per side (None for a side not timed), each side's line printed."""
+    runs = {s: [] for s in sides}
+    for _ in range(reps):
+        for s in sides:
+            runs[s].append(case.run(s, ops[s]))
+    med = {s: None for s in SIDES}
+    low = {s: None for s in SIDES}
+    for s, rs in runs.items():
+        med[s] = statistics.median(sum(r.values()) for r in rs) * 1e3
+        low[s] = min(sum(r.values()) for r in rs) * 1e3
+        parts = {k: statistics.median(r[k] for r in rs) * 1e3 for k in rs[0]}
+        split = "  ".join(f"{k} {v:8.1f}" for k, v in parts.items())
+        print(f"  {s:12s} {med[s]:9.1f} ms   ({split})   min {low[s]:.1f}")
+    return med, low
+
+
+def run_case(name, native, portable, have, lib, args):
+    """The case's median ms per side (None for a side not timed), its lines and RESULT printed."""
+    case = CASES[name](native)
+    ops = {"native": native, "portable": portable if case.op in have else None,
+           "torchvision": None if name in NO_PEER else torchvision}
+    sides = [s for s in SIDES if ops[s] is not None]
+    print(f"{name}")
+    if ops["portable"] is None:
+        print(f"  portable     mrcnn_portable::{case.op} is not registered in {lib}: not timed")
+    failed = warm_up(case, ops, sides)
+    med, low = time_sides(case, ops, sides, args.reps)
+    pn = med["portable"] / med["native"] if med["portable"] is not None else None
+    pt = (med["portable"] / med["torchvision"]
+          if med["portable"] is not None and med["torchvision"] is not None else None)
+    if pn is not None:
+        print(f"  portable/native      {pn:6.2f}x")
+    if pt is not None:
+        print(f"  portable/torchvision {pt:6.2f}x")
+    if args.profile and ops["portable"] is not None:
+        profile_side(case, portable)
+    r = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
+    print(f"RESULT case={name} native_ms={fmt(med['native'])} portable_ms="
+          f"{fmt(med['portable']) if ops['portable'] is not None else 'failed' if failed else 'unregistered'} "
+          f"torchvision_ms={fmt(med['torchvision'])} portable_over_native={r(pn)} "
+          f"portable_over_torchvision={r(pt)} native_min_ms={fmt(low['native'])} "
+          f"portable_min_ms={fmt(low['portable'])} torchvision_min_ms={fmt(low['torchvision'])} "
+          f"threads={args.threads} reps={args.reps} device=cpu")
+    print(flush=True)
+    return med
+
+
+def plot_figures(figures, args):
+    """Writes the PNG of every case's medians to --plot; returns nothing."""
+    from plot_compare import plot_comparison
+    panels = [(name, "ms", {label: m[s] for s, label in (("native", "native"), ("portable", "portable"),
+                                                           ("torchvision", "torchvision"))
+                            if m[s] is not None}, "lower")
+              for name, m in figures.items()]
+    plot_comparison(args.plot, f"portable ops against the native kernels and torchvision on the CPU, "
+                    f"{args.threads} threads (median ms)", panels,
+                    note="ratios in brackets: time over the native kernel's")
+    print(f"plot: {args.plot}")
+
+
+def main():
+    args = parse_args()
+    native, lib = cot.load_ops(args.build_dir)
+    portable, have = portable_ops()
+    torch.set_num_threads(args.threads)
+    print_header(args, lib, have)
     figures = {}
     for name in args.cases:
-        case = CASES[name](native)
-        ops = {"native": native, "portable": portable if case.op in have else None,
-               "torchvision": None if name in NO_PEER else torchvision}
-        sides = [s for s in SIDES if ops[s] is not None]
-        print(f"{name}")
-        if ops["portable"] is None:
-            print(f"  portable     mrcnn_portable::{case.op} is not registered in {lib}: not timed")
-        # Warm-up, and the outputs compared. A portable op that fails is reported, not timed.
-        outs, failed = {}, None
-        for s in list(sides):
-            try:
-                outs[s] = case.outputs(s, ops[s])
-            except RuntimeError as e:
-                if s != "portable":
-                    raise
-                failed = str(e).splitlines()[0]
-                print(f"  portable     mrcnn_portable::{case.op} failed: {failed}")
-                sides.remove(s)
-                ops[s] = None
-        if "portable" in outs:
-            print(f"  agreement    portable vs native: {agreement(outs['native'], outs['portable'])}")
-        if "torchvision" in outs and outs["torchvision"]:
-            print(f"               torchvision vs native: {agreement(outs['native'], outs['torchvision'])}")
-        del outs
-        runs = {s: [] for s in sides}
-        for _ in range(args.reps):
-            for s in sides:
-                runs[s].append(case.run(s, ops[s]))
-        med = {s: None for s in SIDES}
-        low = {s: None for s in SIDES}
-        for s, rs in runs.items():
-            med[s] = statistics.median(sum(r.values()) for r in rs) * 1e3
-            low[s] = min(sum(r.values()) for r in rs) * 1e3
-            parts = {k: statistics.median(r[k] for r in rs) * 1e3 for k in rs[0]}
-            split = "  ".join(f"{k} {v:8.1f}" for k, v in parts.items())
-            print(f"  {s:12s} {med[s]:9.1f} ms   ({split})   min {low[s]:.1f}")
-        pn = med["portable"] / med["native"] if med["portable"] is not None else None
-        pt = (med["portable"] / med["torchvision"]
-              if med["portable"] is not None and med["torchvision"] is not None else None)
-        if pn is not None:
-            print(f"  portable/native      {pn:6.2f}x")
-        if pt is not None:
-            print(f"  portable/torchvision {pt:6.2f}x")
-        if args.profile and ops["portable"] is not None:
-            profile_side(case, portable)
-        r = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
-        print(f"RESULT case={name} native_ms={fmt(med['native'])} portable_ms="
-              f"{fmt(med['portable']) if ops['portable'] is not None else 'failed' if failed else 'unregistered'} "
-              f"torchvision_ms={fmt(med['torchvision'])} portable_over_native={r(pn)} "
-              f"portable_over_torchvision={r(pt)} native_min_ms={fmt(low['native'])} "
-              f"portable_min_ms={fmt(low['portable'])} torchvision_min_ms={fmt(low['torchvision'])} "
-              f"threads={args.threads} reps={args.reps} device=cpu")
-        print(flush=True)
-        figures[name] = med
-        del case
+        # One case at a time: its inputs and outputs are freed when run_case returns.
+        figures[name] = run_case(name, native, portable, have, lib, args)
     if args.plot:
-        from plot_compare import plot_comparison
-        panels = [(name, "ms", {label: m[s] for s, label in (("native", "native"), ("portable", "portable"),
-                                                               ("torchvision", "torchvision"))
-                                if m[s] is not None}, "lower")
-                  for name, m in figures.items()]
-        plot_comparison(args.plot, f"portable ops against the native kernels and torchvision on the CPU, "
-                        f"{args.threads} threads (median ms)", panels,
-                        note="ratios in brackets: time over the native kernel's")
-        print(f"plot: {args.plot}")
+        plot_figures(figures, args)
 
 
 if __name__ == "__main__":
