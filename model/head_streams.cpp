@@ -36,7 +36,7 @@ HeadStreams::HeadStreams(bool enabled, c10::Device device) {
 #endif
 }
 
-void HeadStreams::run(Head head, const std::function<void()>& fn) {
+void HeadStreams::run(Head head, const std::vector<at::Tensor>& inputs, const std::function<void()>& fn) {
 #if MRCNN_HAVE_CUDA
   if (impl_) {
     const auto k = static_cast<size_t>(head);
@@ -44,13 +44,15 @@ void HeadStreams::run(Head head, const std::function<void()>& fn) {
     at::cuda::CUDAEvent ready;
     ready.record(c10::cuda::getCurrentCUDAStream(impl_->device));
     ready.block(side);
+    for (const at::Tensor& t : inputs)
+      if (t.defined() && t.is_cuda()) t.record_stream(side);
     impl_->used[k] = true;
     const c10::cuda::CUDAStreamGuard guard(side);
     fn();
     return;
   }
 #else
-  (void)head;
+  (void)head, (void)inputs;
 #endif
   fn();
 }

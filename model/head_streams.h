@@ -8,8 +8,10 @@
 // its stream waits on), and join() makes the step's stream wait for every head, so what follows
 // (the loss sum, backward) sees their results. Autograd runs each op's backward on its forward's
 // stream and synchronises the streams where gradients meet. Memory: the tensors join() is given
-// (what the heads return to the step) are marked as used by the step's stream, so the caching
-// allocator does not hand their memory to a head's stream while the step still reads it.
+// (what the heads return to the step) are marked as used by the step's stream, and the inputs
+// run() is given (made on the step's stream) as used by the head's, so that the caching allocator
+// hands neither's memory to another stream's work while the first still reads it (a head's
+// backward kernels included, which are queued on the head's stream after join()).
 // Arithmetic: the same kernels on the same inputs, in the same host order: the step's results are
 // the one-stream step's bit for bit where its kernels are deterministic
 // (MaskRCNNTest.HeadStreamsOnCudaGiveTheOneStreamStep).
@@ -41,7 +43,9 @@ class HeadStreams {
   bool on() const { return impl_ != nullptr; }
 
   // Runs `fn` with `head`'s stream current, after the work queued so far on the current stream.
-  void run(Head head, const std::function<void()>& fn);
+  // `inputs`: the tensors made before that `fn` reads (its forward and backward kernels on the
+  // head's stream); each CUDA one is marked as used by that stream.
+  void run(Head head, const std::vector<at::Tensor>& inputs, const std::function<void()>& fn);
 
   // The current stream waits for every head; each CUDA tensor of `outputs` is marked as used by it.
   void join(const std::vector<at::Tensor>& outputs);

@@ -108,6 +108,22 @@ std::vector<at::Tensor> MaskRCNNImpl::pyramid(const at::Tensor& images, PaddingM
   return fpn->forward(c, masks);
 }
 
+namespace {
+
+// What the RPN's loss reads of the step's tensors (its stream marks them as used).
+std::vector<at::Tensor> rpn_loss_reads(const std::vector<at::Tensor>& feats, const RPNLabels& labels,
+                                       const std::vector<ImageTargets>& targets) {
+  std::vector<at::Tensor> v = feats;
+  const auto& draw = labels.draw;
+  v.insert(v.end(), {labels.anchors, labels.matches, draw.counts, draw.positive_batch, draw.negative_batch});
+  v.insert(v.end(), draw.positive.begin(), draw.positive.end());
+  v.insert(v.end(), draw.negative.begin(), draw.negative.end());
+  for (const ImageTargets& t : targets) v.insert(v.end(), {t.boxes, t.labels});
+  return v;
+}
+
+}  // namespace
+
 TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& generator) {
   check_batch(batch, options_.num_classes, /*need_targets=*/true);
   const c10::Device dev = device();
@@ -140,7 +156,9 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
     heads_device_ = dev;
   }
   StageLosses anchors;
-  heads_->run(HeadStreams::Head::kRpn,
+  const std::vector<at::Tensor> rpn_reads =
+      heads_->on() ? rpn_loss_reads(feats, anchor_labels, targets) : std::vector<at::Tensor>{};
+  heads_->run(HeadStreams::Head::kRpn, rpn_reads,
               [&] { anchors = rpn->losses(feats, anchor_labels, counts[0], targets, streams); });
   StageLosses rois = roi_heads->forward_train(feats, candidates, counts[1], targets, streams, *heads_);
   TrainOutput out{.losses = std::move(anchors.losses), .rpn = anchors.counts, .roi = rois.counts};

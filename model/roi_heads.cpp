@@ -101,8 +101,19 @@ StageLosses RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   out.counts = {.sampled = at::scalar_tensor(sampled.rois.size(0), i64),
                 .positive = at::scalar_tensor(sampled.positives.size(0), i64)};
-  heads.run(HeadStreams::Head::kBox, [&] { box_losses(features, sampled, out.losses); });
-  heads.run(HeadStreams::Head::kMask, [&] { mask_loss(features, sampled, out.losses); });
+  // What each head reads of the step's tensors (only gathered when the heads have streams).
+  const auto reads = [&](std::initializer_list<at::Tensor> sampled_parts) {
+    std::vector<at::Tensor> v;
+    if (!heads.on()) return v;
+    v.insert(v.end(), features.begin(), features.end());
+    v.insert(v.end(), sampled_parts);
+    return v;
+  };
+  const SampledRoIs& s = sampled;
+  heads.run(HeadStreams::Head::kBox, reads({s.rois, s.labels, s.positives, s.pos_labels, s.box_targets}),
+            [&] { box_losses(features, sampled, out.losses); });
+  heads.run(HeadStreams::Head::kMask, reads({s.rois, s.positives, s.pos_labels, s.mask_targets}),
+            [&] { mask_loss(features, sampled, out.losses); });
   return out;
 }
 
