@@ -163,10 +163,11 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
   StageLosses rois = roi_heads->forward_train(feats, candidates, counts[1], targets, streams, *heads_);
   TrainOutput out{.losses = std::move(anchors.losses), .rpn = anchors.counts, .roi = rois.counts};
   out.losses.merge(rois.losses);
-  std::vector<at::Tensor> ready;
-  for (const auto& [name, loss] : out.losses) ready.push_back(loss);
-  for (const SampleCounts& c : {out.rpn, out.roi}) ready.insert(ready.end(), {c.sampled, c.positive});
-  heads_->join(ready);
+  if (heads_->on()) {  // the losses, read by the step's stream from here (the counts are host tensors)
+    std::vector<at::Tensor> ready;
+    for (const auto& [name, loss] : out.losses) ready.push_back(loss);
+    heads_->join(ready);
+  }
   return out;
 }
 
