@@ -156,6 +156,7 @@ void validate_mask_head(const MaskHeadOptions& m) {
   at_least("mask_head.conv_channels", m.conv_channels, 1);
   at_least("mask_head.num_convs", m.num_convs, 1);
   fraction("mask_head.mask_threshold", m.mask_threshold);
+  at_least("mask_head.roi_bucket", m.roi_bucket, 0);
 }
 
 }  // namespace

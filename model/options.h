@@ -131,6 +131,13 @@ struct MaskHeadOptions {
   int num_convs = 4;
   // Pasted mask probabilities above this are foreground.
   double mask_threshold = 0.5;
+  // The head's RoIs padded (by repeating the first ones) to a multiple of this many before the
+  // head runs, and the padding's logits dropped: its convolutions then meet a few shapes again and
+  // again, where the count of positives gives them a new shape at almost every step (cuDNN plans
+  // each new shape: 1.6-2.0 ms of host per convolution on an H200). The padded rows reach neither
+  // the loss nor a gradient (theirs is zero); the kept rows' values are the unpadded head's up to
+  // the rounding of a convolution over another batch size. 0 or 1: no padding (the reference).
+  int roi_bucket = 0;
 };
 
 // Which random stream a training step's samplers draw from.

@@ -76,6 +76,7 @@ void fields(V& v, MaskHeadOptions& o) {
   v("conv_channels", o.conv_channels);
   v("num_convs", o.num_convs);
   v("mask_threshold", o.mask_threshold);
+  v("roi_bucket", o.roi_bucket);
 }
 
 template <class V>

@@ -75,9 +75,21 @@ at::Tensor RoIHeadsImpl::pool(const std::vector<at::Tensor>& features, const at:
 at::Tensor RoIHeadsImpl::mask_logits(const std::vector<at::Tensor>& features,
                                      const at::Tensor& rois, const at::Tensor& labels) {
   RECORD_FUNCTION("mrcnn::roi_mask", std::vector<c10::IValue>());
-  const at::Tensor pooled = pool(features, rois, mask_options_.pooler_resolution,
+  // MaskHeadOptions::roi_bucket: rows repeated up to a multiple of the bucket, their logits dropped.
+  const int64_t n = rois.size(0);
+  const int64_t bucket = mask_options_.roi_bucket;
+  const int64_t padded = bucket > 1 && n > 0 ? (n + bucket - 1) / bucket * bucket : n;
+  at::Tensor head_rois = rois;
+  at::Tensor head_labels = labels;
+  if (padded != n) {
+    const at::Tensor rows = at::arange(padded, rois.options().dtype(at::kLong)).remainder(n);
+    head_rois = rois.index_select(0, rows);
+    head_labels = labels.index_select(0, rows.to(labels.device()));
+  }
+  const at::Tensor pooled = pool(features, head_rois, mask_options_.pooler_resolution,
                                  mask_options_.sampling_ratio, mask_options_.aligned);
-  return mask_predictor->forward(mask_head->forward(pooled), labels);
+  const at::Tensor logits = mask_predictor->forward(mask_head->forward(pooled), head_labels);
+  return padded == n ? logits : logits.slice(0, 0, n);
 }
 
 StageLosses RoIHeadsImpl::forward_train(const std::vector<at::Tensor>& features,

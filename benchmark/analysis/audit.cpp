@@ -114,6 +114,7 @@ constexpr std::pair<std::string_view, std::string_view> kConfigDefaults[] = {
     {"run.max_steps_per_epoch", "0"},  // whole epochs
     {"launch.network_gbps", "0.0"},    // not given
     {"model.head_streams", "false"},   // one stream
+    {"model.mask_head.roi_bucket", "0"},  // the mask head's RoIs unpadded
 };
 
 bool absent_default(const std::string& key, const std::pair<std::string, std::string>& v) {

@@ -16,7 +16,9 @@ at --batch images. Each process below is a separate run:
                 inside the image, per-batch post-NMS, per-image sampling streams), CUDA graphs
                 (on a GPU), cuDNN benchmarking (where the driver has a switch for it), the
                 sampler's full permutations (MRCNN_SAMPLER_FULL_RANDPERM=1: the draws before
-                randperm_prefix, the same samples).
+                randperm_prefix, the same samples), the mask head's RoIs padded to a multiple
+                of 64 (mask_head.roi_bucket: a few convolution shapes instead of a new one at
+                almost every step), the loss heads on streams of their own (on a GPU).
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
 Files in --out:
@@ -32,7 +34,8 @@ Files in --out:
 
 Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--precision fp16|bf16|fp32]
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
-           [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,head_streams]
+           [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
+                          head_streams]
            [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -59,7 +62,7 @@ import torch  # noqa: E402
 
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
-            "head_streams")
+            "mask_roi_bucket", "head_streams")
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -208,6 +211,9 @@ def ab_plan(args, cfg, bench):
     if "full_randperm" in args.ab_variants:
         # The sampler's draws as they were: full permutations (the same samples, more host time).
         plan.append(("full_randperm", args.batch, None, None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}))
+    if "mask_roi_bucket" in args.ab_variants:
+        # The mask head's RoIs padded to a multiple of 64: a few shapes for its convolutions.
+        plan.append(("mask_roi_bucket", args.batch, None, {"mask_head": {"roi_bucket": 64}}, []))
     if "head_streams" in args.ab_variants:
         # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
         if args.device == "cuda":

@@ -168,7 +168,8 @@ def profile(tmp):
     assert any(l.startswith("[gpu_check] profile ") and " passed " in l for l in summary.splitlines()), summary
     assert "PROFILE label=ours steps=3" in summary and "PROFILE label=torchvision steps=3" in summary, summary
     ab = json.loads((prof / "ab.json").read_text())
-    assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm"}, ab
+    assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm",
+                                                  "mask_roi_bucket"}, ab
     assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
     assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark", "head_streams"}, ab
     memory = json.loads((prof / "memory.json").read_text())["devices"]

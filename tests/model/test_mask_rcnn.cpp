@@ -166,6 +166,48 @@ TEST_F(MaskRCNNTest, OneReadForBothHeadsDrawsWhatEachHeadsOwnReadDraws) {
   }
 }
 
+// MaskHeadOptions::roi_bucket pads the mask head's RoIs by repeating them (here past twice their
+// count, so the repetition wraps) and drops the padding's logits: the losses and detections are
+// the unpadded head's (the other heads' bit for bit), the gradients too up to rounding.
+TEST_F(MaskRCNNTest, MaskRoIBucketPadsTheMaskHeadAndChangesNoResult) {
+  const Batch b = make_batch({synthetic_image(96, 128, 3, 51), synthetic_image(80, 100, 2, 52)}, {1, 2});
+  MaskRCNN plain(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(31));
+  const TrainOutput probe = train(plain, b, 7);
+  const int64_t positives = probe.roi.positive.item<int64_t>();
+  ASSERT_GT(positives, 0);
+  ModelOptions o = tiny_options();
+  o.mask_head.roi_bucket = static_cast<int>(2 * positives + 5);
+  MaskRCNN bucketed(o, at::make_generator<at::CPUGeneratorImpl>(31));
+  auto step = [&](MaskRCNN& m) {
+    m->zero_grad();
+    const TrainOutput out = train(m, b, 7);
+    total_loss(out.losses).backward();
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : m->named_parameters())
+      if (p.value().grad().defined()) grads[p.key()] = p.value().grad().clone();
+    return std::pair{out, grads};
+  };
+  const auto [a, ga] = step(plain);
+  const auto [p, gp] = step(bucketed);
+  EXPECT_EQ(p.roi.positive.item<int64_t>(), positives);
+  for (const char* name : kLossNames) {
+    if (std::string(name) == "loss_mask") {
+      EXPECT_NEAR(value(a.losses.at(name)), value(p.losses.at(name)), 1e-6 * value(a.losses.at(name)));
+    } else {
+      EXPECT_TRUE(at::equal(a.losses.at(name), p.losses.at(name))) << name;
+    }
+  }
+  ASSERT_EQ(ga.size(), gp.size());
+  for (const auto& [name, g] : ga) {
+    const double scale = std::max(1e-6, g.abs().max().item<double>());
+    EXPECT_LE((g - gp.at(name)).abs().max().item<double>(), 1e-4 * scale) << name;
+  }
+  const auto da = plain->inference(b), dp = bucketed->inference(b);
+  ASSERT_EQ(da.size(), dp.size());
+  EXPECT_GT(da[0].size() + da[1].size(), 0);
+  for (size_t i = 0; i < da.size(); ++i) expect_same_detections(da[i], dp[i]);
+}
+
 TEST_F(MaskRCNNTest, PaddingChangesNoLossAndNoDetection) {
   MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(5));
   const auto img = synthetic_image(100, 110, 3, 7);

@@ -72,6 +72,9 @@ TEST(ModelOptions, ValidationNamesTheField) {
   o = {};
   o.mask_head.num_convs = 0;
   expect_invalid(o, "mask_head.num_convs");
+  o = {};
+  o.mask_head.roi_bucket = -1;
+  expect_invalid(o, "mask_head.roi_bucket");
 }
 
 TEST(ModelOptionsJson, RoundTripsEveryField) {
@@ -80,7 +83,9 @@ TEST(ModelOptionsJson, RoundTripsEveryField) {
   o.backbone.group_norm_groups = 16;
   o.channels_last = true;
   o.mask_head.num_convs = 2;
+  o.mask_head.roi_bucket = 64;
   const nlohmann::json j = to_json(o);
+  EXPECT_EQ(j["mask_head"]["roi_bucket"], 64);
   EXPECT_EQ(j["backbone"]["norm"], "group_norm");
   EXPECT_EQ(j["sampling_streams"], "shared");
   const ModelOptions back = model_options_from_json(j);
