@@ -18,7 +18,9 @@ at --batch images. Each process below is a separate run:
                 sampler's full permutations (MRCNN_SAMPLER_FULL_RANDPERM=1: the draws before
                 randperm_prefix, the same samples), the mask head's RoIs padded to a multiple
                 of 64 (mask_head.roi_bucket: a few convolution shapes instead of a new one at
-                almost every step), the loss heads on streams of their own (on a GPU).
+                almost every step), RoIAlign's CUDA kernels in torchvision's thread order
+                (MRCNN_ROI_ALIGN_SPATIAL_THREADS=1: the order before channels-fastest threads on
+                channels-last maps) and the loss heads on streams of their own (both on a GPU).
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
 Files in --out:
@@ -35,7 +37,7 @@ Files in --out:
 Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--precision fp16|bf16|fp32]
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
-                          head_streams]
+                          roi_align_spatial_threads,head_streams]
            [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -62,7 +64,7 @@ import torch  # noqa: E402
 
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
-            "mask_roi_bucket", "head_streams")
+            "mask_roi_bucket", "roi_align_spatial_threads", "head_streams")
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -214,6 +216,13 @@ def ab_plan(args, cfg, bench):
     if "mask_roi_bucket" in args.ab_variants:
         # The mask head's RoIs padded to a multiple of 64: a few shapes for its convolutions.
         plan.append(("mask_roi_bucket", args.batch, None, {"mask_head": {"roi_bucket": 64}}, []))
+    if "roi_align_spatial_threads" in args.ab_variants:
+        # RoIAlign's CUDA kernels in torchvision's thread order on channels-last maps too (the same bits).
+        if args.device == "cuda":
+            plan.append(("roi_align_spatial_threads", args.batch, None, None, [],
+                         {"MRCNN_ROI_ALIGN_SPATIAL_THREADS": "1"}))
+        else:
+            skipped.append({"name": "roi_align_spatial_threads", "why": "a CUDA kernel switch: not on the CPU"})
     if "head_streams" in args.ab_variants:
         # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
         if args.device == "cuda":

@@ -133,20 +133,48 @@ __device__ inline bool bilinear_axis(T v, int size, int& low, int& high, T& l, T
   return true;
 }
 
-// Forward: one thread per output element (k, c, ph, pw), written through the output strides.
+// The output element (RoI k, channel c, bin ph, pw) of thread `index`. On channels-last maps
+// (channel stride 1) consecutive threads take consecutive channels of one bin, so that a warp's
+// reads (and the backward's atomic adds) at a sampling point fall on consecutive addresses: a few
+// memory transactions instead of one per thread. Otherwise consecutive threads take consecutive
+// columns of one channel plane (torchvision's order), which is what NCHW maps want. Each element
+// is computed the same way in either order: the results are the same bits.
+struct BinIndex {
+  int64_t k;
+  int c, ph, pw;
+};
+
+__device__ inline BinIndex bin_index(int64_t index, int channels, int pooled_height,
+                                     int pooled_width, bool channels_fastest) {
+  BinIndex b;
+  if (channels_fastest) {
+    b.c = static_cast<int>(index % channels);
+    const int64_t bin = index / channels;
+    b.pw = static_cast<int>(bin % pooled_width);
+    b.ph = static_cast<int>((bin / pooled_width) % pooled_height);
+    b.k = bin / pooled_width / pooled_height;
+  } else {
+    b.pw = static_cast<int>(index % pooled_width);
+    b.ph = static_cast<int>((index / pooled_width) % pooled_height);
+    b.c = static_cast<int>((index / pooled_width / pooled_height) % channels);
+    b.k = index / pooled_width / pooled_height / channels;
+  }
+  return b;
+}
+
+// Forward: one thread per output element (k, c, ph, pw) in bin_index's order, written through the
+// output strides.
 template <typename T>
 __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
                                          const at::opmath_type<T>* rois,
                                          const int64_t* roi_levels, int channels,
                                          int pooled_height, int pooled_width, int sampling_ratio,
-                                         bool aligned, T* output, int64_t osn, int64_t osc,
-                                         int64_t osh, int64_t osw) {
+                                         bool aligned, bool channels_fastest, T* output,
+                                         int64_t osn, int64_t osc, int64_t osh, int64_t osw) {
   using Acc = at::opmath_type<T>;  // the geometry's type too
   MRCNN_CUDA_1D_KERNEL_LOOP(index, nthreads) {
-    const int pw = static_cast<int>(index % pooled_width);
-    const int ph = static_cast<int>((index / pooled_width) % pooled_height);
-    const int c = static_cast<int>((index / pooled_width / pooled_height) % channels);
-    const int64_t k = index / pooled_width / pooled_height / channels;
+    const auto [k, c, ph, pw] =
+        bin_index(index, channels, pooled_height, pooled_width, channels_fastest);
     const int lvl = roi_levels ? static_cast<int>(roi_levels[k]) : 0;
     T* const out = output + k * osn + c * osc + ph * osh + pw * osw;
     if (!roi_in_range(rois + k * 5, lvl, levels.count, levels.batch_size, levels.fault)) {
@@ -189,8 +217,8 @@ __global__ void roi_align_forward_kernel(int64_t nthreads, LevelViews<T> levels,
   }
 }
 
-// Backward with atomics: one thread per gradient element (k, c, ph, pw), scattering into the
-// level's gradient (torchvision's kernel). Fast, but the order of the float additions varies
+// Backward with atomics: one thread per gradient element (k, c, ph, pw) in bin_index's order,
+// scattering into the level's gradient (torchvision's kernel). Fast, but the order of the float additions varies
 // from run to run.
 template <typename T>
 __global__ void roi_align_backward_atomic_kernel(int64_t nthreads, const T* grad, int64_t gsn,
@@ -198,12 +226,11 @@ __global__ void roi_align_backward_atomic_kernel(int64_t nthreads, const T* grad
                                                  LevelViews<T> levels, const T* rois,
                                                  const int64_t* roi_levels, int channels,
                                                  int pooled_height, int pooled_width,
-                                                 int sampling_ratio, bool aligned) {
+                                                 int sampling_ratio, bool aligned,
+                                                 bool channels_fastest) {
   MRCNN_CUDA_1D_KERNEL_LOOP(index, nthreads) {
-    const int pw = static_cast<int>(index % pooled_width);
-    const int ph = static_cast<int>((index / pooled_width) % pooled_height);
-    const int c = static_cast<int>((index / pooled_width / pooled_height) % channels);
-    const int64_t k = index / pooled_width / pooled_height / channels;
+    const auto [k, c, ph, pw] =
+        bin_index(index, channels, pooled_height, pooled_width, channels_fastest);
     const int lvl = roi_levels ? static_cast<int>(roi_levels[k]) : 0;
     if (!roi_in_range(rois + k * 5, lvl, levels.count, levels.batch_size, levels.fault)) continue;
     const LevelView<T>& lv = levels.level[lvl];

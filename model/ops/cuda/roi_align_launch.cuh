@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,17 @@ LevelView<T> level_view(const at::Tensor& t, double spatial_scale) {
   return v;
 }
 
+// Whether the kernels give consecutive threads consecutive channels (bin_index): on channels-last
+// maps, unless MRCNN_ROI_ALIGN_SPATIAL_THREADS=1 asks for torchvision's order everywhere (for A/B
+// timings; the results are the same bits).
+inline bool channels_fastest(int64_t channel_stride) {
+  static const bool spatial = [] {
+    const char* v = std::getenv("MRCNN_ROI_ALIGN_SPATIAL_THREADS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return channel_stride == 1 && !spatial;
+}
+
 template <typename T>
 void launch_forward(const LevelViews<T>& levels, const at::Tensor& rois,
                     const at::Tensor& roi_levels, int64_t channels, int64_t pooled_height,
@@ -52,7 +64,8 @@ void launch_forward(const LevelViews<T>& levels, const at::Tensor& rois,
       n, levels, rois.const_data_ptr<at::opmath_type<T>>(),
       roi_levels.defined() ? roi_levels.const_data_ptr<int64_t>() : nullptr,
       static_cast<int>(channels), static_cast<int>(pooled_height), static_cast<int>(pooled_width),
-      static_cast<int>(sampling_ratio), aligned, output.data_ptr<T>(), output.stride(0),
+      static_cast<int>(sampling_ratio), aligned, channels_fastest(levels.level[0].sc),
+      output.data_ptr<T>(), output.stride(0),
       output.stride(1), output.stride(2), output.stride(3));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -79,7 +92,7 @@ void launch_backward(const at::Tensor& grad, const at::Tensor& rois, const at::T
         n, grad.const_data_ptr<T>(), grad.stride(0), grad.stride(1), grad.stride(2),
         grad.stride(3), views, rois.const_data_ptr<T>(), lv_ptr, static_cast<int>(channels),
         static_cast<int>(pooled_height), static_cast<int>(pooled_width),
-        static_cast<int>(sampling_ratio), aligned);
+        static_cast<int>(sampling_ratio), aligned, channels_fastest(views.level[0].sc));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
