@@ -22,6 +22,7 @@ void fields(V& v, BackboneOptions& o) {
   v("group_norm_groups", o.group_norm_groups);
   v("freeze_at", o.freeze_at);
   v("stride_in_1x1", o.stride_in_1x1);
+  v("fused_conv_relu", o.fused_conv_relu);
 }
 
 template <class V>

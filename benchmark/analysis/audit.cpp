@@ -88,6 +88,9 @@ constexpr Rule kConfigRules[] = {
     {"model.head_streams", true,
      "the loss heads on CUDA streams of their own run the same kernels on the same samples, but no GPU "
      "comparison has been made: treated as a possible difference"},
+    {"model.backbone.fused_conv_relu", true,
+     "cuDNN's fused convolution sums the bias, the shortcut and the ReLU before one rounding: values differ by "
+     "rounding"},
     {"run.eval_threads", false, kEvalThreads},
     {"data.loader_threads", false, kLoaderThreads},
     {"data.prefetch_batches", false, "prefetching does not change the batches"},
@@ -115,6 +118,7 @@ constexpr std::pair<std::string_view, std::string_view> kConfigDefaults[] = {
     {"launch.network_gbps", "0.0"},    // not given
     {"model.head_streams", "false"},   // one stream
     {"model.mask_head.roi_bucket", "0"},  // the mask head's RoIs unpadded
+    {"model.backbone.fused_conv_relu", "false"},  // LibTorch's convolution, bias add and ReLU
 };
 
 bool absent_default(const std::string& key, const std::pair<std::string, std::string>& v) {

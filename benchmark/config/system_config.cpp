@@ -312,6 +312,12 @@ void validate(const SystemConfig& c) {
   if (c.model_section.head_streams && !cuda)
     fail_at(c, "model.head_streams", "the loss heads' streams are CUDA streams: run.device \"" + device +
                                          "\" has none (set false)");
+  if (c.model_section.backbone.fused_conv_relu && !cuda)
+    fail_at(c, "model.backbone.fused_conv_relu",
+            "the fused convolutions are cuDNN's: run.device \"" + device + "\" has none (set false)");
+  if (c.model_section.backbone.fused_conv_relu && c.model_section.backbone.norm != model::NormKind::kFrozenBatchNorm)
+    fail_at(c, "model.backbone.fused_conv_relu",
+            "fuses a frozen batch norm's bias into the convolution: backbone.norm \"group_norm\" has none (set false)");
   // On an H200 (2026-11-26) the step of a second captured shape differed from the eager step
   // (tests/model/test_feature_graphs.cpp, OnCudaGraphedTrainingIsTheEagerTraining); one shape matched.
   if (c.run.cuda_graph_shapes > 1)

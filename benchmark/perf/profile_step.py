@@ -20,7 +20,9 @@ at --batch images. Each process below is a separate run:
                 of 64 (mask_head.roi_bucket: a few convolution shapes instead of a new one at
                 almost every step), RoIAlign's CUDA kernels in torchvision's thread order
                 (MRCNN_ROI_ALIGN_SPATIAL_THREADS=1: the order before channels-fastest threads on
-                channels-last maps) and the loss heads on streams of their own (both on a GPU).
+                channels-last maps), the bottlenecks' convolutions fused with their bias, sum and
+                ReLU (backbone.fused_conv_relu) and the loss heads on streams of their own (these
+                three on a GPU).
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
 Files in --out:
@@ -37,7 +39,7 @@ Files in --out:
 Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--precision fp16|bf16|fp32]
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
-                          roi_align_spatial_threads,head_streams]
+                          roi_align_spatial_threads,fused_conv_relu,head_streams]
            [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -64,7 +66,7 @@ import torch  # noqa: E402
 
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
-            "mask_roi_bucket", "roi_align_spatial_threads", "head_streams")
+            "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams")
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -223,6 +225,12 @@ def ab_plan(args, cfg, bench):
                          {"MRCNN_ROI_ALIGN_SPATIAL_THREADS": "1"}))
         else:
             skipped.append({"name": "roi_align_spatial_threads", "why": "a CUDA kernel switch: not on the CPU"})
+    if "fused_conv_relu" in args.ab_variants:
+        # The bottlenecks' convolution, bias, shortcut sum and ReLU as cuDNN's fused calls.
+        if args.device == "cuda":
+            plan.append(("fused_conv_relu", args.batch, None, {"backbone": {"fused_conv_relu": True}}, []))
+        else:
+            skipped.append({"name": "fused_conv_relu", "why": "cuDNN's fused convolutions: not on the CPU"})
     if "head_streams" in args.ab_variants:
         # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
         if args.device == "cuda":

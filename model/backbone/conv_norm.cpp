@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/cudnn_convolution_add_relu.h>
+#include <ATen/ops/cudnn_convolution_relu.h>
+#include <ATen/ops/threshold_backward.h>
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 
@@ -154,6 +157,60 @@ struct FoldedConvolution : public torch::autograd::Function<FoldedConvolution> {
   }
 };
 
+// relu(conv(x, weight * scale) + bias [+ z]) as one cuDNN call (CUDA only), in autocast's dtype
+// when autocast is on (as at::conv2d would run there), else in x's. Saves the input in that
+// dtype, the weight, and the output (the ReLU's mask); the backward recomputes the folded weight
+// as FoldedConvolution does. Gradients: x, weight (when trainable) and z (the masked gradient).
+struct FusedConvReLU : public torch::autograd::Function<FusedConvReLU> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& weight, const at::Tensor& scale, const at::Tensor& bias,
+                            const std::optional<at::Tensor>& z, int64_t stride, int64_t padding) {
+    const at::ScalarType dtype = at::autocast::is_autocast_enabled(at::kCUDA)
+                                     ? at::autocast::get_autocast_dtype(at::kCUDA)
+                                     : x.scalar_type();
+    const at::MemoryFormat format = x.suggest_memory_format();
+    const at::Tensor input = x.to(dtype).contiguous(format);
+    const at::Tensor folded = (weight * scale.view({-1, 1, 1, 1})).to(dtype).contiguous(format);
+    const at::Tensor b = bias.to(dtype);
+    at::Tensor y =
+        z.has_value()
+            ? at::cudnn_convolution_add_relu(input, folded, z->to(dtype).contiguous(format), at::Scalar(1.0), b,
+                                             {stride, stride}, {padding, padding}, {1, 1}, 1)
+            : at::cudnn_convolution_relu(input, folded, b, {stride, stride}, {padding, padding}, {1, 1}, 1);
+    ctx->save_for_backward({input, weight, scale, y});
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["z_dtype"] = static_cast<int64_t>(z.has_value() ? z->scalar_type() : dtype);
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& input = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor& scale = saved[2];
+    const at::Tensor& y = saved[3];
+    const int64_t stride = ctx->saved_data["stride"].toInt();
+    const int64_t padding = ctx->saved_data["padding"].toInt();
+    const at::Tensor g = at::threshold_backward(grads[0].to(y.scalar_type()), y, 0);
+    const at::Tensor folded =
+        (weight * scale.view({-1, 1, 1, 1})).to(input.scalar_type()).contiguous(input.suggest_memory_format());
+    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+    at::Tensor grad_x, grad_w, grad_z;
+    if (need_x || need_w) {
+      auto [gx, gw, gb] = at::convolution_backward(g, input, folded, /*bias_sizes=*/std::nullopt, {stride, stride},
+                                                   {padding, padding}, {1, 1}, /*transposed=*/false, {0, 0}, 1,
+                                                   {need_x, need_w, false});
+      if (need_x) grad_x = gx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+      if (need_w) grad_w = gw.to(weight.scalar_type()) * scale.view({-1, 1, 1, 1});
+    }
+    if (ctx->needs_input_grad(4)) grad_z = g.to(static_cast<at::ScalarType>(ctx->saved_data["z_dtype"].toInt()));
+    return {grad_x, grad_w, at::Tensor(), at::Tensor(), grad_z, at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
 FrozenBatchNorm2dImpl::FrozenBatchNorm2dImpl(int64_t channels) {
@@ -196,6 +253,20 @@ at::Tensor ConvNormImpl::forward(const at::Tensor& x) {
                       {padding_, padding_});
   }
   return group_norm->forward(conv2d_train(x, weight, {}, stride_, padding_, own_weight_grad));
+}
+
+bool ConvNormImpl::fuses(const at::Tensor& x) const {
+  return fused_relu && frozen_norm && x.is_cuda() && x.dim() == 4;
+}
+
+at::Tensor ConvNormImpl::forward_relu(const at::Tensor& x) {
+  if (!fuses(x)) return forward(x).relu_();
+  return FusedConvReLU::apply(x, weight, frozen_norm->scale, frozen_norm->bias, std::nullopt, stride_, padding_);
+}
+
+at::Tensor ConvNormImpl::forward_add_relu(const at::Tensor& x, const at::Tensor& z) {
+  if (!fuses(x)) return forward(x).add_(z).relu_();
+  return FusedConvReLU::apply(x, weight, frozen_norm->scale, frozen_norm->bias, z, stride_, padding_);
 }
 
 bool cpu_below_avx512() {

@@ -59,6 +59,15 @@ class ConvNormImpl : public torch::nn::Module {
 
   at::Tensor forward(const at::Tensor& x);
 
+  // relu(forward(x)) and relu(forward(x) + z). When fuses(x), each is one cuDNN call with the
+  // bias, the sum and the ReLU in the convolution's epilogue (BackboneOptions::fused_conv_relu);
+  // otherwise exactly forward(x).relu_() and forward(x).add_(z).relu_(). The fused output is
+  // kept for the backward: change it only out of place.
+  at::Tensor forward_relu(const at::Tensor& x);
+  at::Tensor forward_add_relu(const at::Tensor& x, const at::Tensor& z);
+  // fused_relu, a frozen batch norm and a CUDA input.
+  bool fuses(const at::Tensor& x) const;
+
   int64_t in_channels() const { return weight.size(1); }
   int64_t out_channels() const { return weight.size(0); }
   int64_t stride() const { return stride_; }
@@ -67,6 +76,7 @@ class ConvNormImpl : public torch::nn::Module {
   FrozenBatchNorm2d frozen_norm{nullptr};        // set with NormKind::kFrozenBatchNorm
   torch::nn::GroupNorm group_norm{nullptr};      // set with NormKind::kGroupNorm
   bool own_weight_grad = false;                  // see conv2d_train
+  bool fused_relu = false;                       // see forward_relu
 
  private:
   int64_t stride_;

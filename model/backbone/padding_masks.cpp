@@ -65,4 +65,9 @@ void PaddingMasks::apply_(const at::Tensor& x) {
   if (m.defined()) x.mul_(m);
 }
 
+at::Tensor PaddingMasks::applied(const at::Tensor& x) {
+  const at::Tensor& m = mask(x.size(2), x.size(3));
+  return m.defined() ? x * m.to(x.scalar_type()) : x;
+}
+
 }  // namespace mrcnn::model

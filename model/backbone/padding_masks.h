@@ -39,6 +39,9 @@ class PaddingMasks {
   // untouched when nothing of it is padding. In place is safe for autograd where x is an output
   // no backward formula keeps (a convolution's or a sum's, before the ReLU).
   void apply_(const at::Tensor& x);
+  // x * mask in x's dtype, out of place (for a tensor an autograd node keeps); x itself when
+  // nothing is padding.
+  at::Tensor applied(const at::Tensor& x);
 
   // The [N, 1, H, W] float mask of maps of size H x W, undefined when nothing is padding.
   const at::Tensor& mask(int64_t h, int64_t w);

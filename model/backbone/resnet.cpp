@@ -52,6 +52,7 @@ class BottleneckImpl : public ResidualBlockImpl {
   }
 
   at::Tensor forward(const at::Tensor& x, PaddingMasks* masks) override {
+    if (conv1_->fuses(x)) return fused_forward(x, masks);
     at::Tensor y = conv1_->forward(x);
     if (masks) masks->apply_(y);  // conv2 is 3x3: it must read zeros beyond the valid region
     y = conv2_->forward(y.relu_()).relu_();
@@ -63,6 +64,16 @@ class BottleneckImpl : public ResidualBlockImpl {
   }
 
  private:
+  // The same block with each ReLU in its convolution's epilogue (ConvNorm::forward_relu): the
+  // masks then apply after the ReLU, which for masks of zeros and ones is the same product.
+  at::Tensor fused_forward(const at::Tensor& x, PaddingMasks* masks) {
+    at::Tensor y = conv1_->forward_relu(x);
+    if (masks) y = masks->applied(y);
+    y = conv2_->forward_relu(y);
+    y = conv3_->forward_add_relu(y, shortcut_ ? shortcut_->forward(x) : x);
+    return masks ? masks->applied(y) : y;
+  }
+
   ConvNorm conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, shortcut_{nullptr};
 };
 
@@ -109,6 +120,8 @@ ResNetImpl::ResNetImpl(const BackboneOptions& options) : options_(options) {
     out_channels_.push_back(out);
   }
 
+  for (const auto& m : modules(/*include_self=*/false))
+    if (auto* conv = m->as<ConvNormImpl>()) conv->fused_relu = options.fused_conv_relu;
   // Freeze the stem (1) and the first stages (2..5 -> res2..res5) below freeze_at.
   if (options.freeze_at >= 1)
     for (auto& p : stem->parameters()) p.set_requires_grad(false);

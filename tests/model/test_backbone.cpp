@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "model/backbone/conv_norm.h"
 #include "model/backbone/fpn.h"
 #include "model/backbone/padding_masks.h"
+#include "model/autocast.h"
 #include "model/backbone/resnet.h"
 
 namespace mrcnn::model {
@@ -181,6 +183,85 @@ TEST(ResNet, StrideInOneByOneMovesTheStride) {
   rb->init_weights(g2);
   const at::Tensor x = at::randn({1, 3, 64, 64});
   EXPECT_FALSE(at::allclose(ra->forward(x)[1], rb->forward(x)[1]));
+}
+
+// BackboneOptions::fused_conv_relu: on CUDA each bottleneck's convolutions, frozen norms' biases,
+// shortcut sum and ReLUs run as cuDNN's fused calls with the project's own backward; the outputs
+// and gradients are the unfused blocks' up to rounding, in float32 (TF32 off) and under float16
+// autocast, with padding masks. On the CPU the switch changes nothing: bit for bit.
+TEST(ResNet, FusedConvReLUComputesTheUnfusedBlocks) {
+  const bool cuda = torch::cuda::is_available();
+  const at::Device device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (cuda) {
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  BackboneOptions o;
+  o.base_channels = 8;
+  o.freeze_at = 2;  // res2 frozen (the weight gradient skipped), res3-res5 trained
+  BackboneOptions f = o;
+  f.fused_conv_relu = true;
+  ResNet plain(o), fused(f);
+  for (ResNet* r : {&plain, &fused}) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(71);
+    (*r)->init_weights(gen);
+    c10::NoGradGuard no_grad;
+    for (auto& b : (*r)->named_buffers()) {  // frozen norms that are not the identity
+      if (b.key().ends_with(".scale")) b.value().uniform_(0.5, 1.5, gen);
+      if (b.key().ends_with(".bias")) b.value().normal_(0.0, 0.1, gen);
+    }
+    for (auto& p : (*r)->parameters())
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    (*r)->to(device);
+  }
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(72);
+  const at::Tensor x = at::randn({2, 3, 96, 128}, gen).contiguous(at::MemoryFormat::ChannelsLast).to(device);
+  const at::Tensor sizes = at::tensor({96, 128, 70, 100}, at::kLong).view({2, 2});
+  for (const Precision precision : {Precision::kFloat32, Precision::kFloat16}) {
+    if (precision == Precision::kFloat16 && !cuda) continue;
+    SCOPED_TRACE(to_string(precision));
+    const double tol = precision == Precision::kFloat16 ? 2e-2 : 1e-4;
+    auto run = [&](ResNet& r) {
+      r->zero_grad();
+      PaddingMasks masks(sizes, 96, 128, device);
+      std::vector<at::Tensor> outs;
+      {
+        const AutocastGuard autocast(precision, device.type());
+        outs = r->forward(x, &masks);
+      }
+      at::Tensor loss = at::zeros({}, x.options());
+      at::Generator w = at::make_generator<at::CPUGeneratorImpl>(73);
+      for (const at::Tensor& out : outs)
+        loss = loss + (out.to(at::kFloat) * at::randn(out.sizes(), w).to(device)).sum();
+      loss.backward();
+      std::map<std::string, at::Tensor> grads;
+      for (const auto& p : r->named_parameters())
+        if (p.value().grad().defined()) grads[p.key()] = p.value().grad().cpu();
+      for (at::Tensor& out : outs) out = out.to(at::kFloat).cpu();
+      return std::pair{outs, grads};
+    };
+    const auto [oa, ga] = run(plain);
+    const auto [of, gf] = run(fused);
+    ASSERT_EQ(oa.size(), of.size());
+    for (size_t i = 0; i < oa.size(); ++i) {
+      if (cuda) {
+        const double scale = std::max(1e-6, oa[i].abs().max().item<double>());
+        EXPECT_LE((oa[i] - of[i]).abs().max().item<double>(), tol * scale) << "res" << i + 2;
+      } else {
+        EXPECT_TRUE(at::equal(oa[i], of[i])) << "res" << i + 2;
+      }
+    }
+    ASSERT_EQ(ga.size(), gf.size());
+    EXPECT_GT(ga.size(), 0u);
+    for (const auto& [name, g] : ga) {
+      if (cuda) {
+        const double scale = std::max(1e-6, g.abs().max().item<double>());
+        EXPECT_LE((g - gf.at(name)).abs().max().item<double>(), 10 * tol * scale) << name;
+      } else {
+        EXPECT_TRUE(at::equal(g, gf.at(name))) << name;
+      }
+    }
+  }
 }
 
 TEST(FPN, FiveLevelsWithStridesFourToSixtyFour) {

@@ -210,6 +210,14 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
       << error_of({"model.head_streams=true"});
   EXPECT_EQ(error_of({"model.head_streams=true"}, "aws-p3.16xlarge.json"), "");
   EXPECT_NE(error_of({"model.head_streams=2"}, "aws-p3.16xlarge.json").find("model.head_streams"), std::string::npos);
+  // The fused convolutions: cuDNN's, over a frozen batch norm's bias.
+  EXPECT_NE(error_of({"model.backbone.fused_conv_relu=true"}).find("model.backbone.fused_conv_relu: the fused convolutions are cuDNN's"),
+            std::string::npos)
+      << error_of({"model.backbone.fused_conv_relu=true"});
+  EXPECT_EQ(error_of({"model.backbone.fused_conv_relu=true"}, "aws-p3.16xlarge.json"), "");
+  EXPECT_NE(error_of({"model.backbone.fused_conv_relu=true", "model.backbone.norm=\"group_norm\""}, "aws-p3.16xlarge.json")
+                .find("backbone.norm \"group_norm\" has none"),
+            std::string::npos);
   // One shape at most until a second shape's graphs compute the eager step on a GPU.
   EXPECT_NE(error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json").find("run.cuda_graph_shapes: at most 1"),
             std::string::npos)
