@@ -189,7 +189,7 @@ TEST(ResNet, StrideInOneByOneMovesTheStride) {
 // shortcut sum and ReLUs run as cuDNN's fused calls with the project's own backward; the outputs
 // and gradients are the unfused blocks' up to rounding, in float32 (TF32 off) and under float16
 // autocast, with padding masks. On the CPU the switch changes nothing: bit for bit.
-TEST(ResNet, FusedConvReLUComputesTheUnfusedBlocks) {
+TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
   const bool cuda = torch::cuda::is_available();
   const at::Device device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   if (cuda) {

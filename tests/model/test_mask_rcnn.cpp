@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "model/mask_rcnn.h"
 #include "model/ops/device_faults.h"
@@ -29,6 +30,18 @@ class MaskRCNNTest : public ::testing::Test {
   static TrainOutput train(MaskRCNN& m, const Batch& b, uint64_t seed) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     return m->forward_train(b, gen);
+  }
+
+  // One step from zeroed gradients: its output and a host copy of every parameter's gradient.
+  static std::pair<TrainOutput, std::map<std::string, at::Tensor>> train_with_grads(MaskRCNN& m, const Batch& b,
+                                                                                    uint64_t seed) {
+    m->zero_grad();
+    TrainOutput out = train(m, b, seed);
+    total_loss(out.losses).backward();
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : m->named_parameters())
+      if (p.value().grad().defined()) grads[p.key()] = p.value().grad().clone().cpu();
+    return {std::move(out), std::move(grads)};
   }
 };
 
@@ -178,17 +191,8 @@ TEST_F(MaskRCNNTest, MaskRoIBucketPadsTheMaskHeadAndChangesNoResult) {
   ModelOptions o = tiny_options();
   o.mask_head.roi_bucket = static_cast<int>(2 * positives + 5);
   MaskRCNN bucketed(o, at::make_generator<at::CPUGeneratorImpl>(31));
-  auto step = [&](MaskRCNN& m) {
-    m->zero_grad();
-    const TrainOutput out = train(m, b, 7);
-    total_loss(out.losses).backward();
-    std::map<std::string, at::Tensor> grads;
-    for (const auto& p : m->named_parameters())
-      if (p.value().grad().defined()) grads[p.key()] = p.value().grad().clone();
-    return std::pair{out, grads};
-  };
-  const auto [a, ga] = step(plain);
-  const auto [p, gp] = step(bucketed);
+  const auto [a, ga] = train_with_grads(plain, b, 7);
+  const auto [p, gp] = train_with_grads(bucketed, b, 7);
   EXPECT_EQ(p.roi.positive.item<int64_t>(), positives);
   for (const char* name : kLossNames) {
     if (std::string(name) == "loss_mask") {
@@ -472,18 +476,9 @@ TEST_F(MaskRCNNTest, HeadStreamsOnCudaGiveTheOneStreamStep) {
   Batch b = make_batch({synthetic_image(96, 128, 3, 41), synthetic_image(80, 100, 2, 42)}, {1, 2});
   for (at::Tensor* t : {&b.images, &b.image_sizes, &b.gt_boxes, &b.gt_labels, &b.gt_counts, &b.original_sizes})
     *t = t->to(device);
-  auto step = [&](MaskRCNN& m) {
-    m->zero_grad();
-    const TrainOutput out = train(m, b, 9);
-    total_loss(out.losses).backward();
-    std::map<std::string, at::Tensor> grads;
-    for (const auto& p : m->named_parameters())
-      if (p.value().grad().defined()) grads[p.key()] = p.value().grad().cpu();
-    return std::pair{out, grads};
-  };
-  const auto [a, ga] = step(one);
-  const auto [a2, ga2] = step(one);
-  const auto [h, gh] = step(three);
+  const auto [a, ga] = train_with_grads(one, b, 9);
+  const auto [a2, ga2] = train_with_grads(one, b, 9);
+  const auto [h, gh] = train_with_grads(three, b, 9);
   for (const char* name : kLossNames)
     EXPECT_TRUE(at::equal(a.losses.at(name).cpu(), h.losses.at(name).cpu())) << name;
   for (const auto& [x, y] : {std::pair{a.rpn, h.rpn}, std::pair{a.roi, h.roi}}) {
