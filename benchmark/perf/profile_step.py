@@ -21,8 +21,8 @@ at --batch images. Each process below is a separate run:
                 almost every step), RoIAlign's CUDA kernels in torchvision's thread order
                 (MRCNN_ROI_ALIGN_SPATIAL_THREADS=1: the order before channels-fastest threads on
                 channels-last maps), the bottlenecks' convolutions fused with their bias, sum and
-                ReLU (backbone.fused_conv_relu) and the loss heads on streams of their own (these
-                three on a GPU).
+                ReLU (backbone.fused_conv_relu), the loss heads on streams of their own, and the
+                bucket, the fused bottlenecks and CUDA graphs together (these four on a GPU).
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
 Files in --out:
@@ -39,7 +39,8 @@ Files in --out:
 Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--precision fp16|bf16|fp32]
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
-                          roi_align_spatial_threads,fused_conv_relu,head_streams]
+                          roi_align_spatial_threads,fused_conv_relu,head_streams,
+                          combined]
            [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -66,7 +67,7 @@ import torch  # noqa: E402
 
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
-            "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams")
+            "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams", "combined")
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -237,6 +238,15 @@ def ab_plan(args, cfg, bench):
             plan.append(("head_streams", args.batch, None, {"head_streams": True}, []))
         else:
             skipped.append({"name": "head_streams", "why": "a GPU switch: not on the CPU"})
+    if "combined" in args.ab_variants:
+        # The paths written for the GPU together: the mask head's bucket, the fused bottlenecks and
+        # CUDA graphs for the front (whose backward then replays without host work).
+        if args.device == "cuda":
+            plan.append(("combined", args.batch, None,
+                         {"mask_head": {"roi_bucket": 64}, "backbone": {"fused_conv_relu": True}},
+                         ["--mrcnn_cuda_graph_shapes=1"]))
+        else:
+            skipped.append({"name": "combined", "why": "GPU switches among them: not on the CPU"})
     return plan, skipped
 
 
