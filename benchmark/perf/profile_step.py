@@ -40,7 +40,7 @@ Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--pr
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
                           roi_align_spatial_threads,fused_conv_relu,head_streams,
-                          combined]
+                          combined,combined_cudnn_benchmark]
            [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -67,7 +67,10 @@ import torch  # noqa: E402
 
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
-            "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams", "combined")
+            "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams", "combined",
+            "combined_cudnn_benchmark")
+# The paths written for the GPU from its first profile, together (A/B "combined").
+COMBINED = {"mask_head": {"roi_bucket": 64}, "backbone": {"fused_conv_relu": True}}
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -242,11 +245,17 @@ def ab_plan(args, cfg, bench):
         # The paths written for the GPU together: the mask head's bucket, the fused bottlenecks and
         # CUDA graphs for the front (whose backward then replays without host work).
         if args.device == "cuda":
-            plan.append(("combined", args.batch, None,
-                         {"mask_head": {"roi_bucket": 64}, "backbone": {"fused_conv_relu": True}},
-                         ["--mrcnn_cuda_graph_shapes=1"]))
+            plan.append(("combined", args.batch, None, COMBINED, ["--mrcnn_cuda_graph_shapes=1"]))
         else:
             skipped.append({"name": "combined", "why": "GPU switches among them: not on the CPU"})
+    if "combined_cudnn_benchmark" in args.ab_variants:
+        # The same with cuDNN's benchmarking, which the bucket's few shapes may make worth its
+        # first steps (without it: 8.8x slower, a new shape at almost every step).
+        if args.device == "cuda" and driver_has(bench, "cudnn_benchmark"):
+            plan.append(("combined_cudnn_benchmark", args.batch, None, COMBINED,
+                         ["--mrcnn_cuda_graph_shapes=1", "--mrcnn_cudnn_benchmark=1"]))
+        else:
+            skipped.append({"name": "combined_cudnn_benchmark", "why": "GPU switches among them: not on the CPU"})
     return plan, skipped
 
 
