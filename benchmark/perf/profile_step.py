@@ -190,72 +190,55 @@ def profiled_runs(part, case, ns, args, traces, memory_trace):
     return reports, memory_report
 
 
+# The A/B variants after the batch sizes, in their order: (variant, options, extra arguments,
+# environment, what it needs: None, "cuda", or "cudnn" for a CUDA driver with the cuDNN switch).
+_GPU = "a GPU switch: not on the CPU"
+AB_VARIANTS = (
+    ("mask_padding", {"mask_padding": True}, [], {}, None),
+    ("mlperf_options", {"rpn": MLPERF_RPN, "sampling_streams": "per_image", "mask_padding": True}, [], {}, None),
+    ("cuda_graphs", None, ["--mrcnn_cuda_graph_shapes=1"], {}, "cuda"),
+    ("cudnn_benchmark_on", None, ["--mrcnn_cudnn_benchmark=1"], {}, "cudnn"),
+    ("cudnn_benchmark_off", None, ["--mrcnn_cudnn_benchmark=0"], {}, "cudnn"),
+    # The sampler's draws as they were: full permutations (the same samples, more host time).
+    ("full_randperm", None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}, None),
+    # The mask head's RoIs padded to a multiple of 64: a few shapes for its convolutions.
+    ("mask_roi_bucket", {"mask_head": {"roi_bucket": 64}}, [], {}, None),
+    # RoIAlign's CUDA kernels in torchvision's thread order on channels-last maps too (the same bits).
+    ("roi_align_spatial_threads", None, [], {"MRCNN_ROI_ALIGN_SPATIAL_THREADS": "1"}, "cuda"),
+    # The bottlenecks' convolution, bias, shortcut sum and ReLU as cuDNN's fused calls.
+    ("fused_conv_relu", {"backbone": {"fused_conv_relu": True}}, [], {}, "cuda"),
+    # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
+    ("head_streams", {"head_streams": True}, [], {}, "cuda"),
+    # The paths written for the GPU together: the mask head's bucket, the fused bottlenecks and
+    # CUDA graphs for the front (whose backward then replays without host work); then the same
+    # with cuDNN's benchmarking, which the bucket's few shapes may make worth its first steps
+    # (without it: 8.8x slower, a new shape at almost every step).
+    ("combined", COMBINED, ["--mrcnn_cuda_graph_shapes=1"], {}, "cuda"),
+    ("combined_cudnn_benchmark", COMBINED, ["--mrcnn_cuda_graph_shapes=1", "--mrcnn_cudnn_benchmark=1"], {},
+     "cudnn"),
+)
+
+
 def ab_plan(args, cfg, bench):
-    """The A/B variants to run, each (name, batch, cfg, options, extra args[, environment]), and those skipped."""
+    """The A/B variants to run, each (name, batch, cfg, options, extra args, environment), and those skipped."""
     plan, skipped = [], []
     if "batch" in args.ab_variants:
         for b in args.ab_batches:
             if b != args.batch:
-                plan.append((f"batch{b}", b, dict(cfg, images=b), None, []))
-    if "mask_padding" in args.ab_variants:
-        plan.append(("mask_padding", args.batch, None, {"mask_padding": True}, []))
-    if "mlperf_options" in args.ab_variants:
-        plan.append(("mlperf_options", args.batch, None,
-                     {"rpn": MLPERF_RPN, "sampling_streams": "per_image", "mask_padding": True}, []))
-    if "cuda_graphs" in args.ab_variants:
-        if args.device == "cuda":
-            plan.append(("cuda_graphs", args.batch, None, None, ["--mrcnn_cuda_graph_shapes=1"]))
-        else:
-            skipped.append({"name": "cuda_graphs", "why": "a GPU switch: not on the CPU"})
-    if "cudnn_benchmark" in args.ab_variants:
-        if args.device != "cuda":
-            skipped.append({"name": "cudnn_benchmark", "why": "a GPU switch: not on the CPU"})
-        elif not driver_has(bench, "cudnn_benchmark"):
-            skipped.append({"name": "cudnn_benchmark",
-                            "why": "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"})
-        else:
-            plan.append(("cudnn_benchmark_on", args.batch, None, None, ["--mrcnn_cudnn_benchmark=1"]))
-            plan.append(("cudnn_benchmark_off", args.batch, None, None, ["--mrcnn_cudnn_benchmark=0"]))
-    if "full_randperm" in args.ab_variants:
-        # The sampler's draws as they were: full permutations (the same samples, more host time).
-        plan.append(("full_randperm", args.batch, None, None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}))
-    if "mask_roi_bucket" in args.ab_variants:
-        # The mask head's RoIs padded to a multiple of 64: a few shapes for its convolutions.
-        plan.append(("mask_roi_bucket", args.batch, None, {"mask_head": {"roi_bucket": 64}}, []))
-    if "roi_align_spatial_threads" in args.ab_variants:
-        # RoIAlign's CUDA kernels in torchvision's thread order on channels-last maps too (the same bits).
-        if args.device == "cuda":
-            plan.append(("roi_align_spatial_threads", args.batch, None, None, [],
-                         {"MRCNN_ROI_ALIGN_SPATIAL_THREADS": "1"}))
-        else:
-            skipped.append({"name": "roi_align_spatial_threads", "why": "a CUDA kernel switch: not on the CPU"})
-    if "fused_conv_relu" in args.ab_variants:
-        # The bottlenecks' convolution, bias, shortcut sum and ReLU as cuDNN's fused calls.
-        if args.device == "cuda":
-            plan.append(("fused_conv_relu", args.batch, None, {"backbone": {"fused_conv_relu": True}}, []))
-        else:
-            skipped.append({"name": "fused_conv_relu", "why": "cuDNN's fused convolutions: not on the CPU"})
-    if "head_streams" in args.ab_variants:
-        # The RPN loss, box head and mask head on streams of their own (model/head_streams.h).
-        if args.device == "cuda":
-            plan.append(("head_streams", args.batch, None, {"head_streams": True}, []))
-        else:
-            skipped.append({"name": "head_streams", "why": "a GPU switch: not on the CPU"})
-    if "combined" in args.ab_variants:
-        # The paths written for the GPU together: the mask head's bucket, the fused bottlenecks and
-        # CUDA graphs for the front (whose backward then replays without host work).
-        if args.device == "cuda":
-            plan.append(("combined", args.batch, None, COMBINED, ["--mrcnn_cuda_graph_shapes=1"]))
-        else:
-            skipped.append({"name": "combined", "why": "GPU switches among them: not on the CPU"})
-    if "combined_cudnn_benchmark" in args.ab_variants:
-        # The same with cuDNN's benchmarking, which the bucket's few shapes may make worth its
-        # first steps (without it: 8.8x slower, a new shape at almost every step).
-        if args.device == "cuda" and driver_has(bench, "cudnn_benchmark"):
-            plan.append(("combined_cudnn_benchmark", args.batch, None, COMBINED,
-                         ["--mrcnn_cuda_graph_shapes=1", "--mrcnn_cudnn_benchmark=1"]))
-        else:
-            skipped.append({"name": "combined_cudnn_benchmark", "why": "GPU switches among them: not on the CPU"})
+                plan.append((f"batch{b}", b, dict(cfg, images=b), None, [], {}))
+    for name, options, extra, environ, needs in AB_VARIANTS:
+        variant = "cudnn_benchmark" if name.startswith("cudnn_benchmark_") else name
+        if variant not in args.ab_variants:
+            continue
+        why = None
+        if needs and args.device != "cuda":
+            why = _GPU
+        elif needs == "cudnn" and not driver_has(bench, "cudnn_benchmark"):
+            why = "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"
+        if why is None:
+            plan.append((name, args.batch, None, options, extra, environ))
+        elif variant not in {v["name"] for v in skipped}:
+            skipped.append({"name": variant, "why": why})
     return plan, skipped
 
 
