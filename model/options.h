@@ -46,8 +46,8 @@ struct BackboneOptions {
   // Where a bottleneck's stride sits: its first 1x1 convolution (MSRA / Detectron weights, the
   // MLPerf reference) or its 3x3 (torchvision's ResNet "v1.5" weights). Basic blocks ignore it.
   bool stride_in_1x1 = true;
-  // On CUDA, with frozen batch norm: each convolution that a ReLU follows (the stem, a
-  // bottleneck's first two, and its last with the shortcut's sum) as one cuDNN call with the
+  // On CUDA, with frozen batch norm: each convolution of a bottleneck (its first two, and its last
+  // with the shortcut's sum; not the stem's, nor a basic block's) as one cuDNN call with the
   // bias, the sum and the ReLU in its epilogue (cudnn_convolution_relu / _add_relu), as NVIDIA's
   // harness fuses them. Without it LibTorch adds each bias in a broadcast pass of its own (81 a
   // batch-8 step, 6.9 ms of an H200's time) and the ReLU in another. Elsewhere (CPU, group

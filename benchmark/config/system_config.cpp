@@ -318,6 +318,10 @@ void validate(const SystemConfig& c) {
   if (c.model_section.backbone.fused_conv_relu && c.model_section.backbone.norm != model::NormKind::kFrozenBatchNorm)
     fail_at(c, "model.backbone.fused_conv_relu",
             "fuses a frozen batch norm's bias into the convolution: backbone.norm \"group_norm\" has none (set false)");
+  if (c.model_section.backbone.fused_conv_relu && c.run.deterministic)
+    fail_at(c, "model.backbone.fused_conv_relu",
+            "cuDNN's fused calls choose their algorithms without the deterministic setting: not with "
+            "run.deterministic (set false)");
   // On an H200 (2026-11-26) the step of a second captured shape differed from the eager step
   // (tests/model/test_feature_graphs.cpp, OnCudaGraphedTrainingIsTheEagerTraining); one shape matched.
   if (c.run.cuda_graph_shapes > 1)

@@ -181,6 +181,9 @@ struct FusedConvReLU : public torch::autograd::Function<FusedConvReLU> {
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    // needs_input_grad counts the tensors given, and an absent z is none: its index 4 exists only
+    // with a z.
+    ctx->saved_data["has_z"] = z.has_value();
     ctx->saved_data["z_dtype"] = static_cast<int64_t>(z.has_value() ? z->scalar_type() : dtype);
     return y;
   }
@@ -206,7 +209,7 @@ struct FusedConvReLU : public torch::autograd::Function<FusedConvReLU> {
       if (need_x) grad_x = gx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
       if (need_w) grad_w = gw.to(weight.scalar_type()) * scale.view({-1, 1, 1, 1});
     }
-    if (ctx->needs_input_grad(4)) grad_z = g.to(static_cast<at::ScalarType>(ctx->saved_data["z_dtype"].toInt()));
+    if (ctx->saved_data["has_z"].toBool() && ctx->needs_input_grad(4)) grad_z = g.to(static_cast<at::ScalarType>(ctx->saved_data["z_dtype"].toInt()));
     return {grad_x, grad_w, at::Tensor(), at::Tensor(), grad_z, at::Tensor(), at::Tensor()};
   }
 };

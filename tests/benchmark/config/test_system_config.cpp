@@ -218,6 +218,9 @@ TEST(SystemConfig, BadValuesAreOneClearError) {
   EXPECT_NE(error_of({"model.backbone.fused_conv_relu=true", "model.backbone.norm=\"group_norm\""}, "aws-p3.16xlarge.json")
                 .find("backbone.norm \"group_norm\" has none"),
             std::string::npos);
+  EXPECT_NE(error_of({"model.backbone.fused_conv_relu=true", "run.deterministic=true"}, "aws-p3.16xlarge.json")
+                .find("not with run.deterministic"),
+            std::string::npos);
   // One shape at most until a second shape's graphs compute the eager step on a GPU.
   EXPECT_NE(error_of({"run.cuda_graph_shapes=2"}, "aws-p3.16xlarge.json").find("run.cuda_graph_shapes: at most 1"),
             std::string::npos)
