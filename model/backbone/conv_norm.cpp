@@ -172,11 +172,17 @@ struct FusedConvReLU : public torch::autograd::Function<FusedConvReLU> {
     const at::Tensor input = x.to(dtype).contiguous(format);
     const at::Tensor folded = (weight * scale.view({-1, 1, 1, 1})).to(dtype).contiguous(format);
     const at::Tensor b = bias.to(dtype);
-    at::Tensor y =
-        z.has_value()
-            ? at::cudnn_convolution_add_relu(input, folded, z->to(dtype).contiguous(format), at::Scalar(1.0), b,
-                                             {stride, stride}, {padding, padding}, {1, 1}, 1)
-            : at::cudnn_convolution_relu(input, folded, b, {stride, stride}, {padding, padding}, {1, 1}, 1);
+    at::Tensor y;
+    if (input.is_cuda()) {
+      y = z.has_value()
+              ? at::cudnn_convolution_add_relu(input, folded, z->to(dtype).contiguous(format), at::Scalar(1.0), b,
+                                               {stride, stride}, {padding, padding}, {1, 1}, 1)
+              : at::cudnn_convolution_relu(input, folded, b, {stride, stride}, {padding, padding}, {1, 1}, 1);
+    } else {  // the CPU rehearsal of this node (ConvNormImpl::fused_relu_on_cpu): LibTorch's ops
+      y = at::conv2d(input, folded, b, {stride, stride}, {padding, padding});
+      if (z.has_value()) y.add_(z->to(dtype));
+      y.relu_();
+    }
     ctx->save_for_backward({input, weight, scale, y});
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
@@ -209,7 +215,8 @@ struct FusedConvReLU : public torch::autograd::Function<FusedConvReLU> {
       if (need_x) grad_x = gx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
       if (need_w) grad_w = gw.to(weight.scalar_type()) * scale.view({-1, 1, 1, 1});
     }
-    if (ctx->saved_data["has_z"].toBool() && ctx->needs_input_grad(4)) grad_z = g.to(static_cast<at::ScalarType>(ctx->saved_data["z_dtype"].toInt()));
+    if (ctx->saved_data["has_z"].toBool() && ctx->needs_input_grad(4))
+      grad_z = g.to(static_cast<at::ScalarType>(ctx->saved_data["z_dtype"].toInt()));
     return {grad_x, grad_w, at::Tensor(), at::Tensor(), grad_z, at::Tensor(), at::Tensor()};
   }
 };
@@ -259,7 +266,7 @@ at::Tensor ConvNormImpl::forward(const at::Tensor& x) {
 }
 
 bool ConvNormImpl::fuses(const at::Tensor& x) const {
-  return fused_relu && frozen_norm && x.is_cuda() && x.dim() == 4;
+  return fused_relu && frozen_norm && (x.is_cuda() || fused_relu_on_cpu) && x.dim() == 4;
 }
 
 at::Tensor ConvNormImpl::forward_relu(const at::Tensor& x) {

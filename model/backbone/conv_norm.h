@@ -65,7 +65,7 @@ class ConvNormImpl : public torch::nn::Module {
   // kept for the backward: change it only out of place.
   at::Tensor forward_relu(const at::Tensor& x);
   at::Tensor forward_add_relu(const at::Tensor& x, const at::Tensor& z);
-  // fused_relu, a frozen batch norm and a CUDA input.
+  // fused_relu, a frozen batch norm and a CUDA input (or fused_relu_on_cpu).
   bool fuses(const at::Tensor& x) const;
 
   int64_t in_channels() const { return weight.size(1); }
@@ -77,6 +77,9 @@ class ConvNormImpl : public torch::nn::Module {
   torch::nn::GroupNorm group_norm{nullptr};      // set with NormKind::kGroupNorm
   bool own_weight_grad = false;                  // see conv2d_train
   bool fused_relu = false;                       // see forward_relu
+  // Tests: the fused node on the CPU too, its forward by LibTorch's ops (conv2d, add, ReLU) and
+  // its backward the one the GPU runs. The harness never sets it.
+  bool fused_relu_on_cpu = false;
 
  private:
   int64_t stride_;

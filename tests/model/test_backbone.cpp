@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <string>
 #include <utility>
@@ -188,7 +189,8 @@ TEST(ResNet, StrideInOneByOneMovesTheStride) {
 // BackboneOptions::fused_conv_relu: on CUDA each bottleneck's convolutions, frozen norms' biases,
 // shortcut sum and ReLUs run as cuDNN's fused calls with the project's own backward; the outputs
 // and gradients are the unfused blocks' up to rounding, in float32 (TF32 off) and under float16
-// autocast, with padding masks. On the CPU the switch changes nothing: bit for bit.
+// autocast, with padding masks. On the CPU the same node runs its forward by LibTorch's ops
+// (ConvNormImpl::fused_relu_on_cpu), which checks its backward there.
 TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
   const bool cuda = torch::cuda::is_available();
   const at::Device device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
@@ -202,6 +204,8 @@ TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
   BackboneOptions f = o;
   f.fused_conv_relu = true;
   ResNet plain(o), fused(f);
+  for (const auto& m : fused->modules(/*include_self=*/false))
+    if (auto* conv = m->as<ConvNormImpl>()) conv->fused_relu_on_cpu = true;
   for (ResNet* r : {&plain, &fused}) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(71);
     (*r)->init_weights(gen);
@@ -243,24 +247,21 @@ TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
     const auto [oa, ga] = run(plain);
     const auto [of, gf] = run(fused);
     ASSERT_EQ(oa.size(), of.size());
+    int64_t differing = 0;
     for (size_t i = 0; i < oa.size(); ++i) {
-      if (cuda) {
-        const double scale = std::max(1e-6, oa[i].abs().max().item<double>());
-        EXPECT_LE((oa[i] - of[i]).abs().max().item<double>(), tol * scale) << "res" << i + 2;
-      } else {
-        EXPECT_TRUE(at::equal(oa[i], of[i])) << "res" << i + 2;
-      }
+      differing += !at::equal(oa[i], of[i]);
+      const double scale = std::max(1e-6, oa[i].abs().max().item<double>());
+      EXPECT_LE((oa[i] - of[i]).abs().max().item<double>(), tol * scale) << "res" << i + 2;
     }
     ASSERT_EQ(ga.size(), gf.size());
     EXPECT_GT(ga.size(), 0u);
     for (const auto& [name, g] : ga) {
-      if (cuda) {
-        const double scale = std::max(1e-6, g.abs().max().item<double>());
-        EXPECT_LE((g - gf.at(name)).abs().max().item<double>(), 10 * tol * scale) << name;
-      } else {
-        EXPECT_TRUE(at::equal(g, gf.at(name))) << name;
-      }
+      differing += !at::equal(g, gf.at(name));
+      const double scale = std::max(1e-6, g.abs().max().item<double>());
+      EXPECT_LE((g - gf.at(name)).abs().max().item<double>(), 10 * tol * scale) << name;
     }
+    std::cout << "[ fused conv ] " << to_string(precision) << (cuda ? " on CUDA: " : " on the CPU: ") << differing
+              << " of " << oa.size() + ga.size() << " compared tensors not bit-equal to the unfused blocks'\n";
   }
 }
 
