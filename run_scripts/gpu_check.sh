@@ -21,7 +21,7 @@
 # Environment: MRCNN_PYTHON, MRCNN_DEBS, MRCNN_JOBS (default: cores), MRCNN_STAGE_TIMEOUT,
 #              MRCNN_CUDA_ARCHITECTURES (default: the local GPU's, from nvidia-smi),
 #              MRCNN_GPU_STAGES   which stages run, comma-separated (default: all of
-#                                 configure,build,cuda_tests,all_tests,ops,steps,profile,epoch); build
+#                                 configure,build,cuda_tests,all_tests,ops,steps,profile,nccl,epoch); build
 #                                 implies configure; a run that leaves out build reuses OUT/build
 #                                 as it is. "configure" alone needs no GPU: it checks, before a
 #                                 GPU is at hand, that the carried packages and the PyTorch there
@@ -31,7 +31,11 @@
 #                                 (R50-FPN, float16, channels-last, batch 8), their tables
 #                                 (trace_summary.py), A/B timings and the allocator's figures; its
 #                                 PROFILE lines go into the summary. It needs bench_model_train_step,
-#                                 as steps does; MRCNN_STAGE_TIMEOUT=420 suits it,
+#                                 as steps does; MRCNN_STAGE_TIMEOUT=420 suits it. "nccl" runs
+#                                 allreduce_probe through the NCCL communicator on the GPU (one
+#                                 rank, its host side the TCP ring): 176.5 MB of gradients in 25 MB
+#                                 buckets, as the AWS systems reduce them; the epoch, too, trains
+#                                 through NCCL where the program has it,
 #              MRCNN_STEP_CASES   the train-step comparisons, as BATCH:CHANNELS_LAST pairs, with
 #                                 ":g" for ours with CUDA graphs (backbone, FPN, RPN head)
 #                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0 8:1:g"),
@@ -62,7 +66,7 @@ build="${MRCNN_GPU_CHECK_BUILD:-$out/build}"
 summary="$out/summary.txt"
 : >"$summary"
 
-all_stages="configure,build,cuda_tests,all_tests,ops,steps,profile,epoch"
+all_stages="configure,build,cuda_tests,all_tests,ops,steps,profile,nccl,epoch"
 stages=","
 IFS=', ' read -r -a _asked <<<"${MRCNN_GPU_STAGES:-$all_stages}"
 for _s in "${_asked[@]}"; do
@@ -215,6 +219,7 @@ build_targets() {
   wants all_tests && return 0
   local targets="mlperf-maskrcnn mrcnn_ops" known
   { wants steps || wants profile; } && targets+=" bench_model_train_step"
+  wants nccl && targets+=" allreduce_probe"
   wants cuda_tests && targets+=" $("$python" - "$repo/tests" "$cuda_tests" <<'PY'
 import os, re, sys
 root, pattern = sys.argv[1], re.compile(sys.argv[2])
@@ -315,13 +320,41 @@ if wants profile; then
   fi
 fi
 
-# ---- 7. one epoch on synthetic COCO-sized JPEGs, on the GPU, checked ----------------------------
+# ---- 7. NCCL ---------------------------------------------------------------------------------
+# The AWS systems reduce their gradients through the NCCL communicator (benchmark/comm). One GPU
+# makes one rank: NCCL's set-up, its stream and events, the watchdog and the bucketed all-reduce
+# all run as on a node, only without peers. The rank's environment is torchrun's (the TCP ring is
+# the host side: no MPI in this build).
+exe="$build/benchmark/mlperf-maskrcnn"
+nccl_env=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1
+          MASTER_PORT="${MRCNN_NCCL_PORT:-29541}")
+has_nccl=0
+((rehearsal)) || { ldd "$exe" 2>/dev/null | grep -q libnccl && has_nccl=1; }
+if wants nccl; then
+  if [[ ! -x "$build/benchmark/perf/allreduce_probe" ]]; then
+    say "nccl: allreduce_probe is not in $build (a build whose stages left out nccl)"
+    failed=1
+  elif ((rehearsal)); then
+    say "nccl: a rehearsal has no GPU: the probe runs through the TCP ring on the CPU instead"
+    stage nccl_probe "${nccl_env[@]}" "$build/benchmark/perf/allreduce_probe" --communicator tcp \
+      --device cpu --megabytes 8 --iterations 2 || failed=1
+  elif ((has_nccl)); then
+    stage nccl_probe "${nccl_env[@]}" "$build/benchmark/perf/allreduce_probe" --communicator nccl \
+      --device cuda --megabytes 176.5 --bucket-megabytes 25 --iterations 10 --warmup 2 || failed=1
+  else
+    say "nccl: the program is built without the NCCL communicator (no nccl.h or libnccl at configure time)"
+    failed=1
+  fi
+  [[ -f "$out/nccl_probe.log" ]] && grep -E 'median_s|error' "$out/nccl_probe.log" | tail -n 2 |
+    sed 's/^/[gpu_check]   NCCL_PROBE /' | tee -a "$summary" >&2
+fi
+
+# ---- 8. one epoch on synthetic COCO-sized JPEGs, on the GPU, checked ----------------------------
 # As a user trains: JPEGs of COCO's average size (640x480, resized to 800 on the short side by
 # the loader) decoded by the real loader on all the machine's cores. The epoch's images/s, set
 # beside the step's (the steps and profile stages), says whether the loader keeps up; then two
 # deterministic epochs must audit as bit-identical.
 if wants epoch; then
-  exe="$build/benchmark/mlperf-maskrcnn"
   images="${MRCNN_EPOCH_IMAGES:-256}"
   size="${MRCNN_EPOCH_SIZE:-640x480}"
   val=$((images / 4 < 8 ? 8 : images / 4 > 64 ? 64 : images / 4))
@@ -331,8 +364,8 @@ if wants epoch; then
   fi
   # The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
   # closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing,
-  # a head for the synthetic set's 4 classes, one process (no NCCL communicator: the build leaves
-  # MPI out). From scratch, because no ImageNet weights reach a machine without internet: with group
+  # a head for the synthetic set's 4 classes, one process: through NCCL where the program has it
+  # (as the AWS systems train), else the local communicator. From scratch, because no ImageNet weights reach a machine without internet: with group
   # norm in the backbone, as from-scratch detectors train, gradients clipped at 10 and a 50-step
   # warm-up. The reference's frozen batch norm with identity statistics starts at a mask loss near
   # 2,500 (on the CPU as on the GPU), overflows every float16 step and is NaN by step 11; group norm
@@ -346,13 +379,17 @@ if wants epoch; then
                            --set "launch.threads_per_rank=$jobs"
                            --set 'data.min_size=160' --set 'data.max_size=200')
   # epoch_run STAGE OUTDIR [TRAIN_ARGS...]: the epoch's training run as a stage.
+  comm=(--set 'launch.communicator="local"')
+  ((has_nccl)) && comm=(--set 'launch.communicator="nccl"')
+  say "epoch: communicator ${comm[1]#launch.communicator=}"
   epoch_run() {
     local name=$1 runs=$2; shift 2
     rm -rf "$runs"
-    stage "$name" bash -c '"$@"; rc=$?
+    ((has_nccl)) || nccl_env=(env)
+    stage "$name" "${nccl_env[@]}" bash -c '"$@"; rc=$?
       [[ $rc -eq 3 ]] && { echo "[gpu_check] targets not reached in one epoch (exit 3), as expected"; exit 0; }
       exit $rc' train "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
-      --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' --set 'launch.communicator="local"' \
+      --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' "${comm[@]}" \
       --set "run.data_dir=\"$data\"" --set "data.loader_threads=$jobs" \
       --set 'submission.division="open"' --set 'system.division="open"' \
       --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \

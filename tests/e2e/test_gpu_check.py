@@ -24,12 +24,13 @@
 
 The parts run on their own when named (python test_gpu_check.py rehearsal_epoch); ctest runs each as a
 test of its own, side by side:
-# ctest parts: basics rehearsal_steps rehearsal_epoch profile
+# ctest parts: basics rehearsal_steps rehearsal_epoch rehearsal_nccl profile
 """
 import json
 import os
 import pathlib
 import shutil
+import socket
 import stat
 import sys
 
@@ -139,6 +140,33 @@ def rehearsal_epoch(tmp):
           "deterministic epochs that audit as bit-identical")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rehearsal_nccl(tmp):
+    # 4c. The nccl stage: on a GPU, allreduce_probe through NCCL as one torchrun-style rank; its
+    # rehearsal runs the same probe and rank environment through the TCP ring on the CPU.
+    out = tmp / "rehearsal-nccl"
+    p = check(out, timeout=300, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
+              MRCNN_GPU_STAGES="nccl", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR), MRCNN_NCCL_PORT="0")
+    assert p.returncode != 0 and "MASTER_PORT=0" in (out / "nccl_probe.log").read_text(), p.stderr[-3000:]
+    port = free_port()
+    p = check(out, timeout=300, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
+              MRCNN_GPU_STAGES="nccl", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR), MRCNN_NCCL_PORT=str(port))
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = (out / "summary.txt").read_text()
+    assert any(l.startswith("[gpu_check] nccl_probe ") and " passed " in l for l in summary.splitlines()), summary
+    line = next(l for l in summary.splitlines() if "NCCL_PROBE" in l)
+    probe = json.loads(line.split("NCCL_PROBE ", 1)[1])
+    assert probe["communicator"] == "tcp" and probe["ranks"] == 1 and probe["median_s"] >= 0, probe
+    assert len(probe["seconds"]) == 2, probe
+    print("rehearsal: the nccl stage's probe as one rank through the TCP ring (a sum over one rank moves no "
+          "byte: its time is the probe's overhead); a bad port is named")
+
+
 def profile(tmp):
     # 5. The profile stage, rehearsed.
     out = tmp / "profile"
@@ -181,7 +209,8 @@ def profile(tmp):
           f"torchvision {ops['torchvision']}; A/B and memory tables back")
 
 
-PARTS = {"basics": basics, "rehearsal_steps": rehearsal_steps, "rehearsal_epoch": rehearsal_epoch, "profile": profile}
+PARTS = {"basics": basics, "rehearsal_steps": rehearsal_steps, "rehearsal_epoch": rehearsal_epoch,
+         "rehearsal_nccl": rehearsal_nccl, "profile": profile}
 
 
 def main(argv):

@@ -187,10 +187,15 @@ TEST(ResNet, StrideInOneByOneMovesTheStride) {
 }
 
 // BackboneOptions::fused_conv_relu: on CUDA each bottleneck's convolutions, frozen norms' biases,
-// shortcut sum and ReLUs run as cuDNN's fused calls with the project's own backward; the outputs
-// and gradients are the unfused blocks' up to rounding, in float32 (TF32 off) and under float16
-// autocast, with padding masks. On the CPU the same node runs its forward by LibTorch's ops
-// (ConvNormImpl::fused_relu_on_cpu), which checks its backward there.
+// shortcut sum and ReLUs run as cuDNN's fused calls with the project's own backward. In float32
+// (TF32 off) the outputs and gradients are the unfused blocks' up to rounding. Under float16
+// autocast the two round at different places (the fused epilogue adds the bias and the shortcut
+// in float32, the unfused blocks in float16), and through a deep random network the difference
+// grows past any fixed bound (on an H200 the weight gradients differed by up to 27 % of their
+// largest value): there both are set against the unfused network in float64 on the CPU, and the
+// fused blocks must be no further from it than twice the unfused blocks are. With padding masks.
+// On the CPU the same node runs its forward by LibTorch's ops (ConvNormImpl::fused_relu_on_cpu),
+// which checks its backward there.
 TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
   const bool cuda = torch::cuda::is_available();
   const at::Device device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
@@ -203,10 +208,10 @@ TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
   o.freeze_at = 2;  // res2 frozen (the weight gradient skipped), res3-res5 trained
   BackboneOptions f = o;
   f.fused_conv_relu = true;
-  ResNet plain(o), fused(f);
+  ResNet plain(o), fused(f), reference(o);
   for (const auto& m : fused->modules(/*include_self=*/false))
     if (auto* conv = m->as<ConvNormImpl>()) conv->fused_relu_on_cpu = true;
-  for (ResNet* r : {&plain, &fused}) {
+  for (ResNet* r : {&plain, &fused, &reference}) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(71);
     (*r)->init_weights(gen);
     c10::NoGradGuard no_grad;
@@ -216,52 +221,81 @@ TEST(ResNet, FusedConvReLUOnCudaComputesTheUnfusedBlocks) {
     }
     for (auto& p : (*r)->parameters())
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-    (*r)->to(device);
   }
+  plain->to(device);
+  fused->to(device);
+  reference->to(at::kDouble);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(72);
-  const at::Tensor x = at::randn({2, 3, 96, 128}, gen).contiguous(at::MemoryFormat::ChannelsLast).to(device);
+  const at::Tensor x = at::randn({2, 3, 96, 128}, gen).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor sizes = at::tensor({96, 128, 70, 100}, at::kLong).view({2, 2});
+  // One forward and backward: the outputs (float32, on the CPU) and the parameters' gradients.
+  auto run = [&](ResNet& r, at::Device on, Precision precision) {
+    r->zero_grad();
+    PaddingMasks masks(sizes, 96, 128, on);
+    const at::Tensor input = r->parameters().front().scalar_type() == at::kDouble ? x.to(at::kDouble) : x.to(on);
+    std::vector<at::Tensor> outs;
+    {
+      const AutocastGuard autocast(precision, on.type());
+      outs = r->forward(input, &masks);
+    }
+    at::Tensor loss = at::zeros({}, input.options());
+    at::Generator w = at::make_generator<at::CPUGeneratorImpl>(73);
+    for (const at::Tensor& out : outs)
+      loss = loss + (out.to(input.scalar_type()) * at::randn(out.sizes(), w).to(input.options())).sum();
+    loss.backward();
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : r->named_parameters())
+      if (p.value().grad().defined()) grads[p.key()] = p.value().grad().to(at::kDouble).cpu();
+    for (at::Tensor& out : outs) out = out.to(at::kDouble).cpu();
+    return std::pair{outs, grads};
+  };
+  const auto [o64, g64] = run(reference, at::Device(at::kCPU), Precision::kFloat32);
   for (const Precision precision : {Precision::kFloat32, Precision::kFloat16}) {
     if (precision == Precision::kFloat16 && !cuda) continue;
     SCOPED_TRACE(to_string(precision));
-    const double tol = precision == Precision::kFloat16 ? 2e-2 : 1e-4;
-    auto run = [&](ResNet& r) {
-      r->zero_grad();
-      PaddingMasks masks(sizes, 96, 128, device);
-      std::vector<at::Tensor> outs;
-      {
-        const AutocastGuard autocast(precision, device.type());
-        outs = r->forward(x, &masks);
-      }
-      at::Tensor loss = at::zeros({}, x.options());
-      at::Generator w = at::make_generator<at::CPUGeneratorImpl>(73);
-      for (const at::Tensor& out : outs)
-        loss = loss + (out.to(at::kFloat) * at::randn(out.sizes(), w).to(device)).sum();
-      loss.backward();
-      std::map<std::string, at::Tensor> grads;
-      for (const auto& p : r->named_parameters())
-        if (p.value().grad().defined()) grads[p.key()] = p.value().grad().cpu();
-      for (at::Tensor& out : outs) out = out.to(at::kFloat).cpu();
-      return std::pair{outs, grads};
-    };
-    const auto [oa, ga] = run(plain);
-    const auto [of, gf] = run(fused);
+    const auto [oa, ga] = run(plain, device, precision);
+    const auto [of, gf] = run(fused, device, precision);
     ASSERT_EQ(oa.size(), of.size());
-    int64_t differing = 0;
-    for (size_t i = 0; i < oa.size(); ++i) {
-      differing += !at::equal(oa[i], of[i]);
-      const double scale = std::max(1e-6, oa[i].abs().max().item<double>());
-      EXPECT_LE((oa[i] - of[i]).abs().max().item<double>(), tol * scale) << "res" << i + 2;
-    }
     ASSERT_EQ(ga.size(), gf.size());
+    ASSERT_EQ(ga.size(), g64.size());
     EXPECT_GT(ga.size(), 0u);
-    for (const auto& [name, g] : ga) {
-      differing += !at::equal(g, gf.at(name));
-      const double scale = std::max(1e-6, g.abs().max().item<double>());
-      EXPECT_LE((g - gf.at(name)).abs().max().item<double>(), 10 * tol * scale) << name;
+    // Every compared tensor: name, unfused, fused, the float64 unfused network's.
+    std::vector<std::tuple<std::string, at::Tensor, at::Tensor, at::Tensor>> tensors;
+    for (size_t i = 0; i < oa.size(); ++i) tensors.emplace_back("res" + std::to_string(i + 2), oa[i], of[i], o64[i]);
+    for (const auto& [name, g] : ga) tensors.emplace_back(name, g, gf.at(name), g64.at(name));
+    int64_t differing = 0;
+    double worst_ratio = 0, worst_unfused = 0, worst_fused = 0;
+    std::string worst;
+    for (const auto& [name, a, b, ref] : tensors) {
+      differing += !at::equal(a, b);
+      const double scale = std::max(1e-6, ref.abs().max().item<double>());
+      const bool is_output = name.starts_with("res") && name.find('.') == std::string::npos;
+      if (precision == Precision::kFloat32) {
+        // Rounding alone: outputs within 1e-4 of their scale, gradients within 1e-3.
+        EXPECT_LE((a - b).abs().max().item<double>(), (is_output ? 1e-4 : 1e-3) * scale) << name;
+        continue;
+      }
+      const double unfused = (a - ref).abs().max().item<double>() / scale;
+      const double fused_error = (b - ref).abs().max().item<double>() / scale;
+      EXPECT_LE(fused_error, std::max(2 * unfused, 1e-3)) << name << ": unfused float16 " << unfused
+                                                         << " of the float64 scale, fused " << fused_error;
+      worst_unfused = std::max(worst_unfused, unfused);
+      worst_fused = std::max(worst_fused, fused_error);
+      if (fused_error / std::max(unfused, 1e-3) > worst_ratio) {
+        worst_ratio = fused_error / std::max(unfused, 1e-3);
+        worst = name;
+      }
     }
     std::cout << "[ fused conv ] " << to_string(precision) << (cuda ? " on CUDA: " : " on the CPU: ") << differing
-              << " of " << oa.size() + ga.size() << " compared tensors not bit-equal to the unfused blocks'\n";
+              << " of " << tensors.size() << " compared tensors not bit-equal to the unfused blocks'";
+    // The CPU rehearsal runs the unfused blocks' own ops: there the node must change no bit.
+    if (!cuda) {
+      EXPECT_EQ(differing, 0);
+    }
+    if (precision == Precision::kFloat16)
+      std::cout << "; largest error against float64 (of its scale): unfused " << worst_unfused << ", fused "
+                << worst_fused << "; largest fused/unfused ratio " << worst_ratio << " (" << worst << ")";
+    std::cout << "\n";
   }
 }
 
