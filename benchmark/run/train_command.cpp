@@ -41,7 +41,8 @@ options:
   --set KEY=VALUE   override a configuration value, e.g. --set run.max_epochs=3 (repeatable)
   --seed N          shorthand for --set run.seed=N
   --out DIR         shorthand for --set run.output_dir=DIR
-  --deterministic   deterministic kernels where the fast ones are not (run.deterministic)
+  --deterministic   deterministic kernels where the fast ones are not (run.deterministic; also
+                    turns off model.backbone.fused_conv_relu, which cuDNN runs without it)
   --resume CKPT     continue from a checkpoint (not a timed MLPerf run; the log says so)
   --quiet           no :::MLLOG lines on stdout (the log file is still written)
   --no-progress     no progress bars
@@ -73,7 +74,12 @@ TrainInputs read_inputs(int argc, char** argv) {
                  {"--deterministic", "--quiet", "--no-progress"});
   if (cl.has("--seed")) cl.add_override("run.seed=" + cl.value("--seed"));
   if (cl.has("--out")) cl.add_override("run.output_dir=\"" + cl.value("--out") + "\"");
-  if (cl.flag("--deterministic")) cl.add_override("run.deterministic=true");
+  // cuDNN's fused bottlenecks ignore the deterministic setting: the flag takes them off (a system
+  // file that sets both run.deterministic and the fused path is refused, naming the key).
+  if (cl.flag("--deterministic")) {
+    cl.add_override("run.deterministic=true");
+    cl.add_override("model.backbone.fused_conv_relu=false");
+  }
   if (!cl.positional().empty()) throw config::ConfigError("unexpected argument '" + cl.positional()[0] + "' (see --help)");
   TrainInputs in{.config = cl.system_config(),
                  .resume_path = cl.value("--resume"),

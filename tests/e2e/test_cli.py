@@ -88,6 +88,20 @@ def main():
     print(f"errors: one line, `mlperf-maskrcnn <command>: error: ...`, exit 2; every one of {len(commands)} commands "
           "refuses an unknown option so and prints its usage for --help")
 
+    # 5. --deterministic on a system whose fast path ignores it: the flag takes the fused bottlenecks
+    # of the p5 files off (cuDNN's fused calls run without the deterministic setting), while the same
+    # setting written as a key is refused, naming it. Both stop here at the dataset, not at the model.
+    p5 = SYSTEMS / "aws-p5.48xlarge.json"
+    assert config_print("--system", p5, "--print", "model.backbone.fused_conv_relu") == ["true"]
+    missing = "/nonexistent/coco2017"
+    p = run("train", "--system", p5, "--deterministic", "--set", f'run.data_dir="{missing}"', "--quiet")
+    assert p.returncode != 0 and f"dataset folder {missing} does not exist" in p.stderr, p.stderr
+    p = run("train", "--system", p5, "--set", "run.deterministic=true", "--set", f'run.data_dir="{missing}"', "--quiet")
+    assert p.returncode != 0 and "model.backbone.fused_conv_relu" in p.stderr and "not with run.deterministic" in \
+        p.stderr, p.stderr
+    print("--deterministic: on aws-p5.48xlarge it turns the fused bottlenecks off; run.deterministic=true with "
+          "them is refused, naming the key")
+
 
 if __name__ == "__main__":
     main()

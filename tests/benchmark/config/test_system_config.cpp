@@ -117,6 +117,29 @@ TEST(SystemConfig, ExtendsAmendsItsBaseKeyByKey) {
   EXPECT_NE(error(missing).find("nowhere.json: cannot open"), std::string::npos) << error(missing);
 }
 
+// The speed paths a GPU visit measured (benchmark/perf/gpu_profiles/h200-2026-11-28b): the mask
+// head's RoI bucket on every AWS GPU file, the fused bottlenecks on the H100 files alone (sm_90, as
+// the H200 that ran them; a V100 is sm_70), inherited by every multi-node file.
+TEST(SystemConfig, AwsSystemsCarryTheMeasuredSpeedPaths) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kSystems)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("aws-")) continue;
+    const SystemConfig c = load_system_config(entry.path().string());
+    SCOPED_TRACE(name);
+    ++files;
+    EXPECT_EQ(c.model_section.mask_head.roi_bucket, 64);
+    EXPECT_EQ(c.model_section.backbone.fused_conv_relu, name.starts_with("aws-p5.")) << name;
+    EXPECT_FALSE(c.run.deterministic);
+  }
+  EXPECT_EQ(files, 15);
+  for (const char* name : {"cpu-dev.json", "habana-gaudi-hls1.json", "habana-gaudi2-hls.json"}) {
+    const SystemConfig c = load_system_config(kSystems + name);
+    EXPECT_EQ(c.model_section.mask_head.roi_bucket, 0) << name;
+    EXPECT_FALSE(c.model_section.backbone.fused_conv_relu) << name;
+  }
+}
+
 // The p5 files: NVIDIA's DGX H100 recipe on one node; on every node count 1000 proposal candidates
 // per image of a GPU's batch (the rule's "1000 * batches per chip"), where a multi-node file
 // overrides the base's set for its batch size when its images per GPU differ.
