@@ -5,9 +5,13 @@ one folder small enough to bring back (at most 8 files of <= 16 MiB; GPU_PLAN.md
 
 The case is compare_model_train_step.py's (same weights, inputs, options and SGD on both sides),
 at --batch images. Each process below is a separate run:
-  ours          --warmup steps, --ab-steps timed steps (unprofiled: images/s, the base A/B entry),
-                one untimed step counting host syncs, then --steps consecutive profiled steps
-                (Kineto CPU+CUDA, input shapes, no stacks), each one mrcnn::train_step scope;
+  ours          --warmup steps, --ab-steps timed steps (unprofiled: images/s), one untimed step
+                counting host syncs, then --steps consecutive profiled steps (Kineto CPU+CUDA,
+                input shapes, no stacks), each one mrcnn::train_step scope; with --traced systems
+                (the default) in the GPU system files' model options (the mask head's RoI bucket
+                and the fused bottlenecks; the bucket alone on the CPU), so that the trace shows
+                what those systems leave; with --traced default in the case's own, and then its
+                timed steps are the base A/B entry;
   torchvision   the same on its AMP step (the worker's --trace --trace-steps);
   ours, memory  --warmup steps, then one profiled step with profile_memory;
   A/B           one process per variant of ours, --warmup then --ab-steps timed steps: batch sizes
@@ -41,7 +45,7 @@ Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--pr
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
                           roi_align_spatial_threads,fused_conv_relu,head_streams,
                           combined,combined_cudnn_benchmark]
-           [--channels-last 0|1] [--threads N] [--build DIR] [--lock]
+           [--channels-last 0|1] [--traced systems|default] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
 """
@@ -71,6 +75,11 @@ VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_ben
             "combined_cudnn_benchmark")
 # The paths written for the GPU from its first profile, together (A/B "combined").
 COMBINED = {"mask_head": {"roi_bucket": 64}, "backbone": {"fused_conv_relu": True}}
+# What ours is traced with (--traced): the model options the GPU system files train with
+# (systems/aws-p5.48xlarge.json: the mask head's bucket and the fused bottlenecks; the fused path is
+# CUDA's alone, so a CPU rehearsal traces the bucket), or the case's own options.
+TRACED = {"systems": {"cuda": COMBINED, "cpu": {"mask_head": {"roi_bucket": 64}}},
+          "default": {"cuda": None, "cpu": None}}
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -177,16 +186,17 @@ def environ_set(changes):
                 os.environ[k] = v
 
 
-def profiled_runs(part, case, ns, args, traces, memory_trace):
-    """Ours and torchvision's reports (by side) of the profiled runs, ours' with profile_memory; None: failed."""
+def profiled_runs(part, case, ns, args, traces, memory_trace, ours_case):
+    """Ours (with ours_case's options) and torchvision's reports (by side) of the profiled runs,
+    ours' with profile_memory; None: failed."""
     reports = {}
     reports["ours"] = part("ours: warm-up, timed and profiled steps", lambda: cmp.run_side(
-        "ours", case, ns, args.ab_steps, args.warmup, trace=traces["ours"], trace_steps=args.steps,
+        "ours", ours_case, ns, args.ab_steps, args.warmup, trace=traces["ours"], trace_steps=args.steps,
         extra=["--mrcnn_trace_shapes=1"]))
     reports["torchvision"] = part("torchvision: warm-up, timed and profiled steps", lambda: cmp.run_side(
         "torchvision", case, ns, args.ab_steps, args.warmup, trace=traces["torchvision"], trace_steps=args.steps))
     memory_report = part("ours: one step with profile_memory", lambda: cmp.run_side(
-        "ours", case, ns, 1, args.warmup, trace=memory_trace, trace_steps=1, extra=["--mrcnn_profile_memory=1"]))
+        "ours", ours_case, ns, 1, args.warmup, trace=memory_trace, trace_steps=1, extra=["--mrcnn_profile_memory=1"]))
     return reports, memory_report
 
 
@@ -243,8 +253,11 @@ def ab_plan(args, cfg, bench):
 
 
 def ab_runs(part, args, cfg, ns, case, work, base_report):
-    """ab.json's dict: the profiled run's timed steps, then one process of ours per planned variant, the skipped."""
+    """ab.json's dict: the base case's timed steps (the profiled run's, where it traced the case's
+    own options), then one process of ours per planned variant, the skipped."""
     plan, skipped = ab_plan(args, cfg, ns.bench)
+    if base_report is None and "batch" in args.ab_variants:
+        plan.insert(0, (f"batch{args.batch}", args.batch, None, None, [], {}))
     ab = {"device": args.device, "precision": args.precision, "config": args.config, "base_batch": args.batch,
           "warmup": args.warmup, "steps": args.ab_steps, "channels_last": args.channels_last,
           "variants": [], "skipped": skipped}
@@ -383,14 +396,22 @@ def run(args):
         cmp.prepare(cfg, case)
         traces = {"ours": work / "ours_trace.json", "torchvision": work / "tv_trace.json"}
         memory_trace = work / "ours_memory.json"
-        reports, memory_report = profiled_runs(part, case, ns, args, traces, memory_trace)
-        ab = ab_runs(part, args, cfg, ns, case, work, reports["ours"])
+        traced = TRACED[args.traced][args.device]
+        reports, memory_report = profiled_runs(part, case, ns, args, traces, memory_trace,
+                                               variant_case(case, work, "traced", traced) if traced else case)
+        # The profiled run's timed steps are the A/B base only where it traced the base options.
+        ab = ab_runs(part, args, cfg, ns, case, work, None if traced else reports["ours"])
+        ab["traced_options"] = traced
         (out / "ab.json").write_text(json.dumps(ab, indent=1))
         # The tables of both traces; the traces themselves, gzipped.
         summaries = trace_tables(part, traces, out)
         memory = memory_tables(part, memory_trace, memory_report, out)
 
-    lines = header_lines(args, cfg, env) + images_per_second_lines(args, reports)
+    lines = header_lines(args, cfg, env)
+    lines.append(f"ours traced with --traced {args.traced}: "
+                 + (json.dumps(ab["traced_options"]) if ab.get("traced_options") else "the case's own options")
+                 + " (the A/B rows: the case's own options and each variant's)")
+    lines += images_per_second_lines(args, reports)
     if summaries:
         lines += ["", ts.text(list(summaries.values())).rstrip()]
     lines += ab_lines(args, ab) + memory_lines(memory)
@@ -414,6 +435,8 @@ def main():
     p.add_argument("--ab-variants", default=",".join(VARIANTS),
                    help=f"which A/B variants run, comma-separated, of {','.join(VARIANTS)}")
     p.add_argument("--channels-last", choices=["0", "1"], default="1", help="both sides' layout")
+    p.add_argument("--traced", choices=sorted(TRACED), default="systems",
+                   help="ours' traced and memory runs: with the GPU systems' speed paths (default) or the case's own options")
     p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     p.add_argument("--host-memory", choices=["retain", "system"], default="retain")
     p.add_argument("--build", default=str(cmp.REPO / "build"))

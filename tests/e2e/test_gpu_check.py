@@ -199,6 +199,11 @@ def profile(tmp):
     assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm",
                                                   "mask_roi_bucket"}, ab
     assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
+    # Ours is traced as the GPU systems train (on the CPU: the mask head's bucket; the fused
+    # bottlenecks are CUDA's), and the A/B base row is then a process of its own.
+    assert ab["traced_options"] == {"mask_head": {"roi_bucket": 64}}, ab
+    assert 'ours traced with --traced systems: {"mask_head": {"roi_bucket": 64}}' in text, text
+    assert "source" not in next(v for v in ab["variants"] if v["name"] == "batch8"), ab
     assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark",
                                                  "roi_align_spatial_threads", "fused_conv_relu", "head_streams",
                                                  "combined", "combined_cudnn_benchmark"}, ab
