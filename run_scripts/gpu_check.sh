@@ -220,6 +220,7 @@ build_targets() {
   local targets="mlperf-maskrcnn mrcnn_ops" known
   { wants steps || wants profile; } && targets+=" bench_model_train_step"
   wants nccl && targets+=" allreduce_probe"
+  wants epoch && targets+=" bench_data_pipeline"
   wants cuda_tests && targets+=" $("$python" - "$repo/tests" "$cuda_tests" <<'PY'
 import os, re, sys
 root, pattern = sys.argv[1], re.compile(sys.argv[2])
@@ -361,6 +362,28 @@ if wants epoch; then
   data="$out/synthetic-$size-$images"
   if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
     stage synth "$exe" synth --out "$data" --train "$images" --val "$val" --size "$size" --quiet || failed=1
+  fi
+  # The loader alone over the same images (bench_data_pipeline's BM_LoaderEpoch: read, decode,
+  # resize to 800, flip, normalize, batch; no model) on the largest thread count it has that the
+  # machine has cores for: the rate the epoch's step would have to beat for the loader to pace it.
+  loader_bench="$build/benchmark/perf/bench_data_pipeline"
+  if [[ -x "$loader_bench" ]]; then
+    loader_threads=1
+    for t in 16 8 4 2; do ((t <= jobs)) && { loader_threads=$t; break; }; done
+    stage loader env MRCNN_DATA_BENCH_DIR="$data" "$loader_bench" "--benchmark_filter=^BM_LoaderEpoch/$loader_threads/" \
+      --benchmark_min_time=0.01 --benchmark_format=json || failed=1
+    "$python" - "$out/loader.log" "$loader_threads" <<'PY' | tee -a "$summary" >&2
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    b = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]["benchmarks"][0]
+    print(f"LOADER threads={sys.argv[2]} images_per_second={b['items_per_second']:.1f} "
+          f"consumer_wait_s={b.get('consumer_wait_s', 0):.3f} (the loader alone, batch 2, no model)")
+except (ValueError, KeyError, IndexError) as e:
+    print(f"LOADER no result in {sys.argv[1]}: {e}")
+PY
+  else
+    say "bench_data_pipeline is not in $build (Google Benchmark missing): no loader figure"
   fi
   # The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
   # closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing,

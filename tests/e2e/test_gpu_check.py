@@ -134,6 +134,9 @@ def rehearsal_epoch(tmp):
     # The epoch's rate, loader included: 16 images are 2 steps of 8.
     epoch = next(l for l in summary.splitlines() if l.startswith("EPOCH "))
     assert epoch.startswith("EPOCH steps=2 images_per_second_epoch=") and float(epoch.split("=")[2].split()[0]) > 0, epoch
+    # The loader alone over the same images, on the largest thread count the machine has cores for.
+    loader = next(l for l in summary.splitlines() if l.startswith("LOADER "))
+    assert loader.startswith("LOADER threads=") and float(loader.split("images_per_second=")[1].split()[0]) > 0, loader
     # Two deterministic epochs of the same seed: bit-identical.
     assert "[gpu_check]   bit-identical: 2 steps and 1 epoch accuracies" in summary, summary
     print("rehearsal: one epoch of the check's settings on the CPU (its log passes the checker) and two "
