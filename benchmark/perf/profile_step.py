@@ -25,8 +25,9 @@ at --batch images. Each process below is a separate run:
                 almost every step), RoIAlign's CUDA kernels in torchvision's thread order
                 (MRCNN_ROI_ALIGN_SPATIAL_THREADS=1: the order before channels-fastest threads on
                 channels-last maps), the bottlenecks' convolutions fused with their bias, sum and
-                ReLU (backbone.fused_conv_relu), the loss heads on streams of their own, and the
-                bucket, the fused bottlenecks and CUDA graphs together (these four on a GPU).
+                ReLU (backbone.fused_conv_relu), the loss heads on streams of their own, the
+                bucket, the fused bottlenecks and CUDA graphs together, and the bucket with the
+                fused bottlenecks at batch 12 (the GPU switches are not run on the CPU).
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
 Files in --out:
@@ -44,7 +45,7 @@ Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--pr
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
                           roi_align_spatial_threads,fused_conv_relu,head_streams,
-                          combined,combined_cudnn_benchmark]
+                          combined,combined_cudnn_benchmark,systems_batch12]
            [--channels-last 0|1] [--traced systems|default] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
@@ -72,7 +73,7 @@ import torch  # noqa: E402
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
             "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams", "combined",
-            "combined_cudnn_benchmark")
+            "combined_cudnn_benchmark", "systems_batch12")
 # The paths written for the GPU from its first profile, together (A/B "combined").
 COMBINED = {"mask_head": {"roi_bucket": 64}, "backbone": {"fused_conv_relu": True}}
 # What ours is traced with (--traced): the model options the GPU system files train with
@@ -226,6 +227,9 @@ AB_VARIANTS = (
     ("combined", COMBINED, ["--mrcnn_cuda_graph_shapes=1"], {}, "cuda"),
     ("combined_cudnn_benchmark", COMBINED, ["--mrcnn_cuda_graph_shapes=1", "--mrcnn_cudnn_benchmark=1"], {},
      "cudnn"),
+    # The systems' paths (the bucket and the fused bottlenecks, no graphs) at batch 12: NVIDIA's
+    # per-GPU batch, where its published harness trains at 195-204 images/s per H100.
+    ("systems_batch12", COMBINED, [], {}, "cuda", 12),
 )
 
 
@@ -236,7 +240,7 @@ def ab_plan(args, cfg, bench):
         for b in args.ab_batches:
             if b != args.batch:
                 plan.append((f"batch{b}", b, dict(cfg, images=b), None, [], {}))
-    for name, options, extra, environ, needs in AB_VARIANTS:
+    for name, options, extra, environ, needs, *batch in AB_VARIANTS:
         variant = "cudnn_benchmark" if name.startswith("cudnn_benchmark_") else name
         if variant not in args.ab_variants:
             continue
@@ -245,7 +249,9 @@ def ab_plan(args, cfg, bench):
             why = _GPU
         elif needs == "cudnn" and not driver_has(bench, "cudnn_benchmark"):
             why = "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"
-        if why is None:
+        if why is None and batch:
+            plan.append((name, batch[0], dict(cfg, images=batch[0]), options, extra, environ))
+        elif why is None:
             plan.append((name, args.batch, None, options, extra, environ))
         elif variant not in {v["name"] for v in skipped}:
             skipped.append({"name": variant, "why": why})
