@@ -388,8 +388,8 @@ PY
   # The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
   # closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing,
   # a head for the synthetic set's 4 classes, one process: through NCCL where the program has it
-  # (as the AWS systems train), else the local communicator. From scratch, because no ImageNet weights reach a machine without internet: with group
-  # norm in the backbone, as from-scratch detectors train, gradients clipped at 10 and a 50-step
+  # (as the AWS systems train), else the local communicator. From scratch, because no ImageNet
+  # weights reach a machine without internet: with group norm in the backbone, as from-scratch detectors train, gradients clipped at 10 and a 50-step
   # warm-up. The reference's frozen batch norm with identity statistics starts at a mask loss near
   # 2,500 (on the CPU as on the GPU), overflows every float16 step and is NaN by step 11; group norm
   # without clipping, warmed up over 10 steps, diverged at step 10 (both seen on an H200). One epoch
@@ -402,14 +402,13 @@ PY
                            --set "launch.threads_per_rank=$jobs"
                            --set 'data.min_size=160' --set 'data.max_size=200')
   # epoch_run STAGE OUTDIR [TRAIN_ARGS...]: the epoch's training run as a stage.
-  comm=(--set 'launch.communicator="local"')
-  ((has_nccl)) && comm=(--set 'launch.communicator="nccl"')
+  comm=(--set 'launch.communicator="local"') epoch_env=(env)
+  ((has_nccl)) && comm=(--set 'launch.communicator="nccl"') epoch_env=("${nccl_env[@]}")
   say "epoch: communicator ${comm[1]#launch.communicator=}"
   epoch_run() {
     local name=$1 runs=$2; shift 2
     rm -rf "$runs"
-    ((has_nccl)) || nccl_env=(env)
-    stage "$name" "${nccl_env[@]}" bash -c '"$@"; rc=$?
+    stage "$name" "${epoch_env[@]}" bash -c '"$@"; rc=$?
       [[ $rc -eq 3 ]] && { echo "[gpu_check] targets not reached in one epoch (exit 3), as expected"; exit 0; }
       exit $rc' train "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
       --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' "${comm[@]}" \

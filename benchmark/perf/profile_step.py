@@ -74,12 +74,14 @@ MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
             "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams", "combined",
             "combined_cudnn_benchmark", "systems_batch12")
-# The paths written for the GPU from its first profile, together (A/B "combined").
-COMBINED = {"mask_head": {"roi_bucket": 64}, "backbone": {"fused_conv_relu": True}}
+# The mask head's RoIs padded to a multiple of 64 (A/B "mask_roi_bucket"), and the paths written for
+# the GPU from its first profile together (A/B "combined").
+BUCKET = {"mask_head": {"roi_bucket": 64}}
+COMBINED = dict(BUCKET, backbone={"fused_conv_relu": True})
 # What ours is traced with (--traced): the model options the GPU system files train with
 # (systems/aws-p5.48xlarge.json: the mask head's bucket and the fused bottlenecks; the fused path is
 # CUDA's alone, so a CPU rehearsal traces the bucket), or the case's own options.
-TRACED = {"systems": {"cuda": COMBINED, "cpu": {"mask_head": {"roi_bucket": 64}}},
+TRACED = {"systems": {"cuda": COMBINED, "cpu": BUCKET},
           "default": {"cuda": None, "cpu": None}}
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
@@ -213,7 +215,7 @@ AB_VARIANTS = (
     # The sampler's draws as they were: full permutations (the same samples, more host time).
     ("full_randperm", None, [], {"MRCNN_SAMPLER_FULL_RANDPERM": "1"}, None),
     # The mask head's RoIs padded to a multiple of 64: a few shapes for its convolutions.
-    ("mask_roi_bucket", {"mask_head": {"roi_bucket": 64}}, [], {}, None),
+    ("mask_roi_bucket", BUCKET, [], {}, None),
     # RoIAlign's CUDA kernels in torchvision's thread order on channels-last maps too (the same bits).
     ("roi_align_spatial_threads", None, [], {"MRCNN_ROI_ALIGN_SPATIAL_THREADS": "1"}, "cuda"),
     # The bottlenecks' convolution, bias, shortcut sum and ReLU as cuDNN's fused calls.
