@@ -56,6 +56,31 @@ ImageSize padded_batch_size(const std::vector<ImageSize>& sizes, int64_t size_di
   return m;
 }
 
+void validate_shapes(const std::vector<ImageSize>& shapes, int64_t size_divisible) {
+  if (size_divisible < 1)
+    throw std::invalid_argument("pad shapes: size_divisible must be >= 1, got " + std::to_string(size_divisible));
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const ImageSize& s = shapes[k];
+    if (s.height < 1 || s.width < 1 || s.height % size_divisible != 0 || s.width % size_divisible != 0)
+      throw std::invalid_argument("pad shapes: shape " + std::to_string(k) + " (" + std::to_string(s.height) +
+                                  "x" + std::to_string(s.width) +
+                                  ") must be positive and a multiple of size_divisible " +
+                                  std::to_string(size_divisible) + " in height and width");
+  }
+}
+
+ImageSize batch_shape(const std::vector<ImageSize>& sizes, const BatchOptions& options) {
+  const ImageSize own = padded_batch_size(sizes, options.size_divisible);
+  if (options.shapes.empty()) return own;
+  validate_shapes(options.shapes, options.size_divisible);
+  const ImageSize* best = nullptr;
+  for (const ImageSize& s : options.shapes)
+    if (s.height >= own.height && s.width >= own.width &&
+        (best == nullptr || s.height * s.width < best->height * best->width))
+      best = &s;
+  return best != nullptr ? *best : own;
+}
+
 void assemble_targets(model::Batch& batch, const std::vector<SampleTargets>& samples, bool pin) {
   const auto n = static_cast<int64_t>(samples.size());
   int64_t g = 0;
@@ -108,7 +133,7 @@ model::Batch load_batch(const Dataset& dataset, std::span<const int64_t> indices
                               " outside the dataset of " + std::to_string(dataset.size()));
     sizes.push_back(dataset.resized_size(i));
   }
-  const ImageSize pad = padded_batch_size(sizes, options.size_divisible);
+  const ImageSize pad = batch_shape(sizes, options);
   const auto n = static_cast<int64_t>(indices.size());
   model::Batch batch;
   batch.images = at::empty({n, 3, pad.height, pad.width}, host(at::kFloat, options.pin_memory));
@@ -146,7 +171,7 @@ model::Batch collate(const std::vector<at::Tensor>& images, const std::vector<Sa
                                   "x" + std::to_string(samples[j].resized.width));
     sizes.push_back(s);
   }
-  const ImageSize pad = padded_batch_size(sizes, options.size_divisible);
+  const ImageSize pad = batch_shape(sizes, options);
   const auto n = static_cast<int64_t>(images.size());
   model::Batch batch;
   batch.images = zeros_host({n, 3, pad.height, pad.width}, at::kFloat, options.pin_memory);

@@ -12,7 +12,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<i
       batches_(std::move(batches)),
       key_(key),
       options_(options),
-      batch_options_{options.size_divisible, options.device.is_cuda()} {
+      batch_options_{options.size_divisible, options.device.is_cuda(), options.pad_to_shapes} {
   if (!dataset_) throw std::invalid_argument("Loader: dataset is null");
   if (options_.num_threads < 0)
     throw std::invalid_argument("Loader: num_threads must be >= 0, got " + std::to_string(options_.num_threads));
@@ -21,6 +21,11 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<i
                                 std::to_string(options_.prefetch_batches));
   if (options_.size_divisible < 1)
     throw std::invalid_argument("Loader: size_divisible must be >= 1");
+  try {
+    validate_shapes(options_.pad_to_shapes, options_.size_divisible);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("Loader: ") + e.what());
+  }
   for (size_t k = 0; k < batches_.size(); ++k)
     if (batches_[k].empty()) throw std::invalid_argument("Loader: batch " + std::to_string(k) + " is empty");
   if (!options_.device.is_cpu()) copier_ = std::make_unique<BatchCopier>(options_.device);

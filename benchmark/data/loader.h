@@ -56,6 +56,9 @@ struct LoaderOptions {
   c10::Device device = c10::Device(c10::kCPU);
   // Padded height and width are multiples of this.
   int64_t size_divisible = 32;
+  // Fixed shapes to pad each batch to (BatchOptions::shapes, batch_shape()); empty: each batch
+  // padded to its own size. Each a multiple of size_divisible.
+  std::vector<ImageSize> pad_to_shapes;
 };
 
 class Loader {

@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <ATen/ops/equal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -382,6 +384,42 @@ TEST(CocoDataset, BadAnnotationsAndImagesNameTheFile) {
   expect_error([&] { CocoDataset bad(o); }, {"instances.json", "image id 1 has no file_name"});
   write_text(o.annotation_file, R"({"images": [{"id": 1, "file_name": "1.jpg", "width": 64, "height": 100000}],)" + ann);
   expect_error([&] { CocoDataset bad(o); }, {"instances.json", "image id 1", "64x100000", "1..16384"});
+}
+
+// Genuine COCO images (tests/benchmark/data/coco_real) padded to fixed shapes: per aspect group,
+// the batch padded to a shape holds the batch padded to its own size in its top-left corner, bit
+// for bit, and zeros beyond; the targets are the same.
+TEST(CocoDataset, RealImagesPaddedToAShapeAreTheBatchOwnPaddingAndZerosBeyond) {
+  auto o = CocoDatasetOptions::coco(MRCNN_SOURCE_DIR "/tests/benchmark/data/coco_real", "train2017", true);
+  o.transform.min_size = 200;  // small, so that the test decodes little
+  o.transform.max_size = 333;
+  o.progress = false;
+  auto ds = std::make_shared<const CocoDataset>(o);
+  const BatchOptions shaped_options{.shapes = {{256, 384}, {384, 256}}};  // own: 224 x 352, 320 x 224
+  std::map<int, std::vector<int64_t>> by_group;
+  for (int64_t i = 0; i < ds->size(); ++i) by_group[ds->aspect_groups()[static_cast<size_t>(i)]].push_back(i);
+  ASSERT_EQ(by_group.size(), 2u) << "the cut has landscape and portrait images";
+  for (const auto& [group, indices] : by_group) {
+    const EpochKey key{5, 1};
+    const model::Batch own = load_batch(*ds, indices, key);
+    const model::Batch shaped = load_batch(*ds, indices, key, shaped_options);
+    const int64_t h = own.images.size(2), w = own.images.size(3);
+    const ImageSize want = group == 0 ? ImageSize{256, 384} : ImageSize{384, 256};
+    ASSERT_EQ(shaped.images.size(2), want.height) << "group " << group;
+    ASSERT_EQ(shaped.images.size(3), want.width) << "group " << group;
+    ASSERT_TRUE(h < want.height || w < want.width) << "the shape pads further than the batch's own size";
+    EXPECT_TRUE(at::equal(shaped.images.narrow(2, 0, h).narrow(3, 0, w), own.images));
+    EXPECT_EQ(shaped.images.narrow(2, h, want.height - h).abs().sum().item<float>(), 0.0f);
+    EXPECT_EQ(shaped.images.narrow(3, w, want.width - w).abs().sum().item<float>(), 0.0f);
+    EXPECT_TRUE(at::equal(shaped.gt_boxes, own.gt_boxes));
+    EXPECT_TRUE(at::equal(shaped.gt_labels, own.gt_labels));
+    EXPECT_TRUE(at::equal(shaped.gt_counts, own.gt_counts));
+    EXPECT_TRUE(at::equal(shaped.image_sizes, own.image_sizes));
+    EXPECT_EQ(shaped.image_ids, own.image_ids);
+    ASSERT_EQ(shaped.gt_polygons.size(), own.gt_polygons.size());
+    for (size_t j = 0; j < own.gt_polygons.size(); ++j)
+      EXPECT_TRUE(at::equal(shaped.gt_polygons[j].coords, own.gt_polygons[j].coords));
+  }
 }
 
 }  // namespace

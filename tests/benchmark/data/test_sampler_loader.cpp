@@ -224,10 +224,144 @@ TEST(Batch, CollateMatchesLoadBatch) {
   EXPECT_THROW(collate({images[0]}, samples), std::invalid_argument);
 }
 
+// ---- padding to fixed shapes (BatchOptions::shapes) ---------------------------------------------
+
+const std::vector<ImageSize> kNvidiaShapes = {{800, 1344}, {1344, 800}};
+
+TEST(BatchShape, PicksTheSmallestShapeThatHoldsTheBatch) {
+  const BatchOptions nv{.shapes = kNvidiaShapes};
+  // Landscape: the MLPerf resize's largest landscape batch (800 x 1333 -> 800 x 1344) and a small one.
+  EXPECT_EQ(batch_shape({{800, 1333}, {600, 1000}}, nv), (ImageSize{800, 1344}));
+  EXPECT_EQ(batch_shape({{480, 640}}, nv), (ImageSize{800, 1344}));
+  // Portrait.
+  EXPECT_EQ(batch_shape({{1333, 800}, {1066, 800}}, nv), (ImageSize{1344, 800}));
+  EXPECT_EQ(batch_shape({{1000, 700}}, nv), (ImageSize{1344, 800}));
+  // Square: both hold it with the same area; the first listed wins.
+  EXPECT_EQ(batch_shape({{800, 800}}, nv), (ImageSize{800, 1344}));
+  EXPECT_EQ(batch_shape({{800, 800}}, {.shapes = {{1344, 800}, {800, 1344}}}), (ImageSize{1344, 800}));
+  // Held by neither (too tall for the landscape shape, too wide for the portrait one): its own size.
+  EXPECT_EQ(batch_shape({{900, 1000}}, nv), (ImageSize{928, 1024}));
+  EXPECT_EQ(batch_shape({{1400, 700}}, nv), (ImageSize{1408, 704}));
+  // The smallest area among those that hold it, wherever it is listed.
+  const BatchOptions three{.shapes = {{800, 1344}, {1344, 800}, {640, 1088}}};
+  EXPECT_EQ(batch_shape({{480, 1000}}, three), (ImageSize{640, 1088}));
+  EXPECT_EQ(batch_shape({{700, 1000}}, three), (ImageSize{800, 1344}));
+  // A shape equal to the batch's own padded size is taken as it is.
+  EXPECT_EQ(batch_shape({{640, 1088}}, three), (ImageSize{640, 1088}));
+  // No shapes: the batch's own padded size, as before.
+  for (const auto& sizes : std::vector<std::vector<ImageSize>>{{{20, 45}, {33, 30}}, {{800, 1333}}, {{1, 1}}})
+    EXPECT_EQ(batch_shape(sizes, {}), padded_batch_size(sizes, 32));
+  EXPECT_EQ(batch_shape({{20, 45}}, {.size_divisible = 1}), (ImageSize{20, 45}));
+  EXPECT_THROW(batch_shape({}, nv), std::invalid_argument);
+}
+
+TEST(BatchShape, ShapesMustBePositiveMultiplesOfSizeDivisible) {
+  try {
+    batch_shape({{20, 45}}, {.shapes = {{800, 1344}, {800, 1333}}});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("shape 1 (800x1333)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("size_divisible 32"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(batch_shape({{20, 45}}, {.shapes = {{0, 32}}}), std::invalid_argument);
+  EXPECT_THROW(batch_shape({{20, 45}}, {.shapes = {{-32, 32}}}), std::invalid_argument);
+  EXPECT_THROW(validate_shapes({{64, 96}}, 0), std::invalid_argument);
+  EXPECT_NO_THROW(validate_shapes({{64, 96}, {96, 64}}, 32));
+  EXPECT_NO_THROW(validate_shapes({{65, 97}}, 1));
+  EXPECT_NO_THROW(validate_shapes({}, 32));
+  // The Loader refuses them when it is built, not in a worker.
+  auto ds = std::make_shared<MemoryDataset>(mixed_sizes(2), std::set<int64_t>{}, 0);
+  try {
+    Loader loader(ds, std::vector<std::vector<int64_t>>{{0, 1}}, {1, 0}, {.num_threads = 0, .pad_to_shapes = {{64, 100}}});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Loader: pad shapes: shape 0 (64x100)"), std::string::npos) << e.what();
+  }
+}
+
+// Shape-padded batch == the batch's own padding inside [0, own_h) x [0, own_w) (each image, its
+// own padding zeros included), zeros beyond; every target and piece of metadata unchanged.
+void expect_same_batch_padded_further(const model::Batch& own, const model::Batch& shaped, ImageSize shape) {
+  ASSERT_EQ(shaped.images.size(0), own.images.size(0));
+  ASSERT_EQ(shaped.images.size(2), shape.height);
+  ASSERT_EQ(shaped.images.size(3), shape.width);
+  const int64_t h = own.images.size(2), w = own.images.size(3);
+  EXPECT_TRUE(at::equal(shaped.images.narrow(2, 0, h).narrow(3, 0, w), own.images));
+  EXPECT_EQ(shaped.images.narrow(2, h, shape.height - h).abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(shaped.images.narrow(3, w, shape.width - w).abs().sum().item<float>(), 0.0f);
+  EXPECT_TRUE(at::equal(shaped.gt_boxes, own.gt_boxes));
+  EXPECT_TRUE(at::equal(shaped.gt_labels, own.gt_labels));
+  EXPECT_TRUE(at::equal(shaped.gt_counts, own.gt_counts));
+  EXPECT_TRUE(at::equal(shaped.image_sizes, own.image_sizes));
+  EXPECT_TRUE(at::equal(shaped.original_sizes, own.original_sizes));
+  EXPECT_EQ(shaped.image_ids, own.image_ids);
+  ASSERT_EQ(shaped.gt_polygons.size(), own.gt_polygons.size());
+  for (size_t j = 0; j < own.gt_polygons.size(); ++j) {
+    EXPECT_TRUE(at::equal(shaped.gt_polygons[j].coords, own.gt_polygons[j].coords));
+    EXPECT_TRUE(at::equal(shaped.gt_polygons[j].poly_offsets, own.gt_polygons[j].poly_offsets));
+    EXPECT_TRUE(at::equal(shaped.gt_polygons[j].instance_offsets, own.gt_polygons[j].instance_offsets));
+  }
+}
+
+TEST(Batch, PaddedToAShapeIsTheBatchOwnPaddingAndZerosBeyond) {
+  const std::vector<ImageSize> sizes = {{20, 45}, {33, 30}, {10, 10}, {70, 20}, {50, 40}};
+  auto ds = std::make_shared<MemoryDataset>(sizes, std::set<int64_t>{}, 0);
+  const BatchOptions shaped_options{.shapes = {{64, 96}, {96, 64}}};
+  struct Case {
+    std::vector<int64_t> indices;
+    ImageSize shape;
+  };
+  // Own 64 x 64 (both hold it, with equal areas: the first listed), own 96 x 32 (the portrait
+  // shape), and own 96 x 64, itself a shape (taken as it is).
+  for (const Case& c : {Case{{2, 1, 0}, {64, 96}}, Case{{3, 2}, {96, 64}}, Case{{3, 4}, {96, 64}}}) {
+    const model::Batch own = load_batch(*ds, c.indices, {1, 0});
+    const model::Batch shaped = load_batch(*ds, c.indices, {1, 0}, shaped_options);
+    expect_same_batch_padded_further(own, shaped, c.shape);
+    // collate pads to the same shape with the same pixels.
+    std::vector<at::Tensor> images;
+    std::vector<SampleTargets> samples;
+    for (int64_t i : c.indices) {
+      const ImageSize s = sizes[static_cast<size_t>(i)];
+      at::Tensor im = at::empty({3, s.height, s.width});
+      samples.push_back(ds->load(i, {1, 0}, im.data_ptr<float>(), s.height, s.width));
+      images.push_back(im);
+    }
+    const model::Batch collated = collate(images, samples, shaped_options);
+    EXPECT_TRUE(at::equal(collated.images, shaped.images));
+    EXPECT_TRUE(at::equal(collated.gt_boxes, shaped.gt_boxes));
+  }
+  // A batch that no shape holds keeps its own padded size, bit for bit.
+  const BatchOptions small{.shapes = {{32, 64}, {64, 32}}};
+  const std::vector<int64_t> idx = {2, 1, 0};
+  EXPECT_TRUE(at::equal(load_batch(*ds, idx, {1, 0}, small).images, load_batch(*ds, idx, {1, 0}).images));
+}
+
 std::vector<model::Batch> drain(Loader& loader) {
   std::vector<model::Batch> out;
   while (auto b = loader.next()) out.push_back(std::move(*b));
   return out;
+}
+
+TEST(Loader, PadsEveryBatchToAShapeAndIsOtherwiseTheSame) {
+  const auto sizes = mixed_sizes(40);  // landscape up to 28 x 50, portrait up to 49 x 42
+  auto ds = std::make_shared<MemoryDataset>(sizes, std::set<int64_t>{}, 0);
+  const BatchSampler sampler(groups_of(sizes), {.batch_size = 3});
+  const auto plan = sampler.epoch(9, 2);
+  Loader own_loader(ds, plan, {9, 2}, {.num_threads = 2});
+  Loader shaped_loader(ds, plan, {9, 2}, {.num_threads = 2, .pad_to_shapes = {{32, 64}, {64, 64}}});
+  const auto own = drain(own_loader);
+  const auto shaped = drain(shaped_loader);
+  ASSERT_EQ(own.size(), shaped.size());
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (size_t k = 0; k < own.size(); ++k) {
+    const ImageSize shape{shaped[k].images.size(2), shaped[k].images.size(3)};
+    seen.insert({shape.height, shape.width});
+    const ImageSize own_size{own[k].images.size(2), own[k].images.size(3)};
+    EXPECT_EQ(shape, batch_shape(std::vector<ImageSize>{own_size}, {.shapes = {{32, 64}, {64, 64}}}));
+    expect_same_batch_padded_further(own[k], shaped[k], shape);
+  }
+  EXPECT_EQ(seen, (std::set<std::pair<int64_t, int64_t>>{{32, 64}, {64, 64}}));
 }
 
 TEST(Loader, SameBatchesInTheSameOrderForAnyThreadCount) {
