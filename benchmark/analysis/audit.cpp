@@ -119,6 +119,7 @@ constexpr std::pair<std::string_view, std::string_view> kConfigDefaults[] = {
     {"model.head_streams", "false"},   // one stream
     {"model.mask_head.roi_bucket", "0"},  // the mask head's RoIs unpadded
     {"model.backbone.fused_conv_relu", "false"},  // LibTorch's convolution, bias add and ReLU
+    {"data.pad_to_shapes", "[]"},  // each batch padded to its own size
 };
 
 bool absent_default(const std::string& key, const std::pair<std::string, std::string>& v) {

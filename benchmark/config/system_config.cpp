@@ -1,5 +1,6 @@
 #include "benchmark/config/system_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -102,6 +103,7 @@ void fields(V& v, DataSettings& d) {
   v("prefetch_batches", d.prefetch_batches, {.range = kAtLeastOne});
   v("group_by_aspect_ratio", d.group_by_aspect_ratio);
   v("size_divisible", d.size_divisible, {.range = kAtLeastOne});
+  v("pad_to_shapes", d.pad_to_shapes, {.range = {.min = 1, .max = kMaxResizedSide}});  // multiples: validate()
 }
 
 // hyperparameters.by_global_batch_size.<global_batch_size>
@@ -170,6 +172,28 @@ class ReadFields {
       x[k] = v.get<std::string>();
     }
   }
+  // [[height, width], ...]: integers in s.range, no shape twice.
+  void operator()(const char* key, std::vector<data::ImageSize>& x, const Spec& s = {}) {
+    if (!r_.has(key)) return;
+    const Json& a = r_.raw(key);
+    const std::string expected = "expected a list of [height, width] pairs of integers from " +
+                                 std::to_string(static_cast<int64_t>(s.range.min)) + " to " +
+                                 std::to_string(static_cast<int64_t>(s.range.max)) +
+                                 ", e.g. [[800, 1344], [1344, 800]]";
+    if (!a.is_array()) r_.fail(key, expected + ", got " + a.dump());
+    auto side = [&](const Json& v) {
+      return v.is_number_integer() && v.get<double>() >= s.range.min && v.get<double>() <= s.range.max;
+    };
+    for (size_t k = 0; k < a.size(); ++k) {
+      const Json& p = a[k];
+      if (!p.is_array() || p.size() != 2 || !side(p[0]) || !side(p[1]))
+        r_.fail(key, expected + "; entry " + std::to_string(k) + " is " + p.dump());
+      const data::ImageSize shape{p[0].get<int64_t>(), p[1].get<int64_t>()};
+      if (std::find(x.begin(), x.end(), shape) != x.end())
+        r_.fail(key, "entry " + std::to_string(k) + " " + p.dump() + " is listed twice");
+      x.push_back(shape);
+    }
+  }
   void operator()(const char* key, std::vector<std::string>& x, const Spec& = {}) {
     if (!r_.has(key)) return;
     const Json& a = r_.raw(key);
@@ -209,6 +233,11 @@ class FillDefaults {
   static Json value(const model::Precision& p) { return model::to_string(p); }
   static Json value(const ops::Implementation& i) { return ops::to_string(i); }
   static Json value(const std::array<float, 3>& a) { return {shortest(a[0]), shortest(a[1]), shortest(a[2])}; }
+  static Json value(const std::vector<data::ImageSize>& shapes) {
+    Json a = Json::array();
+    for (const data::ImageSize& s : shapes) a.push_back({s.height, s.width});
+    return a;
+  }
   Json& j_;
 };
 
@@ -328,6 +357,14 @@ void validate(const SystemConfig& c) {
     fail_at(c, "run.cuda_graph_shapes",
             "at most 1 for now: on a GPU the graphs of a second batch shape computed another step than the "
             "eager one (model/README.md, \"CUDA graphs\"); other shapes run without graphs");
+  for (size_t k = 0; k < c.data.pad_to_shapes.size(); ++k) {
+    const data::ImageSize& shape = c.data.pad_to_shapes[k];
+    if (shape.height % c.data.size_divisible != 0 || shape.width % c.data.size_divisible != 0)
+      fail_at(c, "data.pad_to_shapes",
+              "entry " + std::to_string(k) + " [" + std::to_string(shape.height) + ", " + std::to_string(shape.width) +
+                  "] is not a multiple of data.size_divisible " + std::to_string(c.data.size_divisible) +
+                  " in both sides (batches are padded to multiples of it)");
+  }
   try {
     c.data.transform.validate();
   } catch (const std::exception& e) {

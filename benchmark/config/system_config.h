@@ -125,6 +125,10 @@ struct DataSettings {
   int64_t prefetch_batches = 4;
   bool group_by_aspect_ratio = true;
   int64_t size_divisible = 32;
+  // Training batches padded to the smallest of these shapes that holds them ([height, width]
+  // each, multiples of size_divisible; data::batch_shape): a run then meets only these shapes
+  // (NVIDIA: [[800, 1344], [1344, 800]]). Empty: each batch padded to its own size.
+  std::vector<data::ImageSize> pad_to_shapes;
 };
 
 struct Hyperparameters {

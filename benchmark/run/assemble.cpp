@@ -55,13 +55,17 @@ data::LoaderOptions loader_options(const SystemConfig& c, c10::Device device) {
 
 }  // namespace
 
+// Training batches only are padded to data.pad_to_shapes: evaluation keeps each batch's own size,
+// as the reference pads it.
 CocoDataOptions train_data_options(const SystemConfig& c, c10::Device device) {
-  return {.sampler = {.batch_size = c.images_per_rank(),
-                      .shuffle = true,
-                      .group_by_aspect_ratio = c.data.group_by_aspect_ratio,
-                      .last_batch = data::LastBatch::kPad},
-          .loader = loader_options(c, device),
-          .seed = static_cast<uint64_t>(c.run.seed)};
+  CocoDataOptions o{.sampler = {.batch_size = c.images_per_rank(),
+                                .shuffle = true,
+                                .group_by_aspect_ratio = c.data.group_by_aspect_ratio,
+                                .last_batch = data::LastBatch::kPad},
+                    .loader = loader_options(c, device),
+                    .seed = static_cast<uint64_t>(c.run.seed)};
+  o.loader.pad_to_shapes = c.data.pad_to_shapes;
+  return o;
 }
 
 CocoDataOptions eval_data_options(const SystemConfig& c, c10::Device device) {
@@ -104,6 +108,8 @@ std::unique_ptr<comm::Communicator> make_communicator(const SystemConfig& c) {
 std::string resume_fingerprint(const SystemConfig& c) {
   logging::Json data = c.resolved["data"];
   data.erase("annotation_source");  // the index and the JSON give the same batches
+  // Unset, the same batches as before the key existed: checkpoints written then still resume.
+  if (data.contains("pad_to_shapes") && data["pad_to_shapes"].empty()) data.erase("pad_to_shapes");
   const logging::Json f{{"model", c.resolved.value("model", config::Json::object())},
                         {"data", data},
                         {"hyperparameters", c.resolved["hyperparameters"]},

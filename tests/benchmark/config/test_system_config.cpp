@@ -364,6 +364,93 @@ TEST(SystemConfig, TheResolvedConfigurationLoadsAgainAsTheSameConfiguration) {
   }
 }
 
+// data.pad_to_shapes: [[height, width], ...], each a multiple of data.size_divisible, no shape twice;
+// empty by default (each batch padded to its own size). The AWS GPU files pad as NVIDIA does, one
+// shape per orientation; the Habana files have no graphs to make and keep each batch's own size.
+TEST(SystemConfig, PadToShapesAreReadCheckedAndWrittenBack) {
+  const std::vector<data::ImageSize> nvidia = {{800, 1344}, {1344, 800}};
+  const SystemConfig dev = load_system_config(kSystems + "cpu-dev.json");
+  EXPECT_TRUE(dev.data.pad_to_shapes.empty());
+  EXPECT_EQ(dev.resolved["data"]["pad_to_shapes"], Json::array());  // the default, written back
+  int aws = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kSystems)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(name);
+    const SystemConfig c = load_system_config(e.path().string());
+    if (name.starts_with("aws-")) {
+      ++aws;  // the three bases set it; every multi-node file inherits it
+      EXPECT_EQ(c.data.pad_to_shapes, nvidia);
+      EXPECT_EQ(c.resolved["data"]["pad_to_shapes"], Json::parse("[[800, 1344], [1344, 800]]"));
+    } else {
+      EXPECT_TRUE(c.data.pad_to_shapes.empty());
+    }
+  }
+  EXPECT_EQ(aws, 15);
+
+  const SystemConfig set = load_system_config(kSystems + "cpu-dev.json", {"data.pad_to_shapes=[[640, 1088], [800, 1344]]"});
+  EXPECT_EQ(set.data.pad_to_shapes, (std::vector<data::ImageSize>{{640, 1088}, {800, 1344}}));
+  EXPECT_EQ(set.resolved["data"]["pad_to_shapes"], Json::parse("[[640, 1088], [800, 1344]]"));
+  EXPECT_EQ(load_system_config(kSystems + "cpu-dev.json", {"data.size_divisible=1", "data.pad_to_shapes=[[801, 1333]]"})
+                .data.pad_to_shapes,
+            (std::vector<data::ImageSize>{{801, 1333}}));
+
+  // Each error names the key (and the --set argument that put the value there).
+  const std::string k = "data.pad_to_shapes: expected a list of [height, width] pairs of integers from 1 to 16384";
+  const std::map<std::string, std::string> bad = {
+      {"[[800, 1333]]", "data.pad_to_shapes: entry 0 [800, 1333] is not a multiple of data.size_divisible 32"},
+      {"[[800, 1344], [1344, 800], [800, 1344]]", "data.pad_to_shapes: entry 2 [800,1344] is listed twice"},
+      {"[[0, 32]]", k + ", e.g. [[800, 1344], [1344, 800]]; entry 0 is [0,32]"},
+      {"[[-32, 32]]", k},
+      {"[[32, 32768]]", k},
+      {"[800, 1344]", k + ", e.g. [[800, 1344], [1344, 800]]; entry 0 is 800"},
+      {"[[800, 1344, 3]]", k},
+      {"[[800]]", k},
+      {"[[800.5, 1344]]", k},
+      {"[[\"800\", 1344]]", k},
+      {"\"800x1344\"", k + ", e.g. [[800, 1344], [1344, 800]], got \"800x1344\""},
+      {"{\"h\": 800}", k},
+  };
+  for (const auto& [value, want] : bad) {
+    const std::string arg = "data.pad_to_shapes=" + value;
+    const std::string got = error_of({arg});
+    EXPECT_EQ(got.rfind("--set " + arg + ": ", 0), 0u) << got;
+    EXPECT_NE(got.find(want), std::string::npos) << value << ": " << got;
+  }
+  EXPECT_NE(error_of({"data.size_divisible=64"}, "aws-p5.48xlarge.json")
+                .find("data.pad_to_shapes: entry 0 [800, 1344] is not a multiple of data.size_divisible 64"),
+            std::string::npos)
+      << error_of({"data.size_divisible=64"}, "aws-p5.48xlarge.json");
+  // A file's own bad value is blamed on the file.
+  ScratchSystem s([](Json& j) { j["data"]["pad_to_shapes"] = Json::parse("[[800, 1344], [1344, 801]]"); });
+  std::string error;
+  try {
+    load_system_config(s.path.string());
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, s.path.string() +
+                       ": data.pad_to_shapes: entry 1 [1344, 801] is not a multiple of data.size_divisible 32 in both "
+                       "sides (batches are padded to multiples of it)");
+}
+
+TEST(SystemConfig, PadToShapesRoundTripThroughTheResolvedConfiguration) {
+  for (const auto& [name, overrides] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"aws-p5.48xlarge.json", {}},
+           {"aws-p5.48xlarge-8n.json", {}},
+           {"cpu-dev.json", {}},
+           {"cpu-dev.json", {"data.pad_to_shapes=[[1344, 800], [640, 1088], [800, 1344]]"}}}) {
+    SCOPED_TRACE(name);
+    const SystemConfig a = load_system_config(kSystems + name, overrides);
+    ScratchSystem s([&](Json& j) { j = a.resolved; });
+    const SystemConfig b = load_system_config(s.path.string());
+    EXPECT_EQ(b.data.pad_to_shapes, a.data.pad_to_shapes);  // in the order listed: ties go to the first
+    EXPECT_EQ(a.resolved["data"]["pad_to_shapes"].dump(), b.resolved["data"]["pad_to_shapes"].dump());
+    EXPECT_EQ(a.resolved.dump(), b.resolved.dump());
+  }
+}
+
 TEST(SystemConfig, ResolvedValuesForScripts) {
   const SystemConfig c = load_system_config(kSystems + "aws-p3dn.24xlarge.json");
   EXPECT_EQ(resolved_value(c, "launch.world_size"), c.launch.nodes * c.launch.ranks_per_node);

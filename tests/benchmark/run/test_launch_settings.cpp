@@ -76,5 +76,22 @@ TEST(LaunchSettings, DeterministicCudaRunSetsTheCublasWorkspaceOrRefusesAnotherF
   EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
 }
 
+// data.pad_to_shapes reaches the training loader; evaluation batches keep their own size, and a
+// system without the key resumes the checkpoints written before it existed.
+TEST(Assemble, TrainingBatchesArePaddedToTheSystemsShapesEvaluationBatchesAreNot) {
+  const auto p5 = config::load_system_config(kSystems + "aws-p5.48xlarge.json");
+  const std::vector<data::ImageSize> nvidia = {{800, 1344}, {1344, 800}};
+  EXPECT_EQ(train_data_options(p5, c10::Device(c10::kCPU)).loader.pad_to_shapes, nvidia);
+  EXPECT_TRUE(eval_data_options(p5, c10::Device(c10::kCPU)).loader.pad_to_shapes.empty());
+  const auto dev = config::load_system_config(kSystems + "cpu-dev.json");
+  EXPECT_TRUE(train_data_options(dev, c10::Device(c10::kCPU)).loader.pad_to_shapes.empty());
+
+  config::SystemConfig before = dev;  // a configuration as written before the key existed
+  before.resolved["data"].erase("pad_to_shapes");
+  EXPECT_EQ(resume_fingerprint(dev), resume_fingerprint(before));
+  const auto shaped = config::load_system_config(kSystems + "cpu-dev.json", {"data.pad_to_shapes=[[800, 1344]]"});
+  EXPECT_NE(resume_fingerprint(shaped), resume_fingerprint(dev));
+}
+
 }  // namespace
 }  // namespace mrcnn::run
