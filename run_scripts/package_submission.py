@@ -7,10 +7,11 @@ Reads the five timed runs that run_scripts/run_and_time.sh filed under
 results/<system>/maskrcnn/result_{0..4}.txt and writes, in the layout the MLPerf rules and
 mlperf_logging's package_checker expect:
 
+    <out>/<org>/LICENSE                                     the sources' licence (Apache 2.0)
     <out>/<org>/systems/<system>.json                       the MLPerf system description
     <out>/<org>/results/<system>/maskrcnn/result_N.txt      the five logs
     <out>/<org>/benchmarks/maskrcnn/implementations/
-        mlperf-maskrcnn/                                    this repository's committed sources
+        mlperf-maskrcnn/                                    this repository's committed sources (LICENSE too)
         <system>/<system>_mlperf-maskrcnn.json, README.md    the full system file, how to run it
 
 Then it checks every log with `mlperf-maskrcnn check`, runs the official package checker and
@@ -42,6 +43,8 @@ class BadInput(Exception):
 
 
 def load_inputs(args):
+    if not (REPO / "LICENSE").is_file():
+        raise BadInput(f"{REPO / 'LICENSE'}: missing (a package ships the sources with their licence)")
     system_file = REPO / "systems" / f"{args.system}.json"
     if not system_file.is_file():
         raise BadInput(f"{system_file}: no such system file")
@@ -115,6 +118,8 @@ def write_package(args, system_file, config, org, logs, root):
     staging = pathlib.Path(args.out) / f".{org}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "systems").mkdir(parents=True)
+    # The licence of the shipped sources at the package's top, as published results trees carry theirs.
+    shutil.copy2(REPO / "LICENSE", staging / "LICENSE")
     (staging / "systems" / f"{args.system}.json").write_text(json.dumps(config["system"], indent=2) + "\n")
     res = staging / "results" / args.system / "maskrcnn"
     res.mkdir(parents=True)

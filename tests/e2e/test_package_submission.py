@@ -2,8 +2,8 @@
 submission folder that the official package checker accepts, with the result summarizer's score.
 
 1. Five short cpu-dev runs (tiny synthetic set, targets lowered) -> exit 0, the rules' layout,
-   the official verdict "no errors", and the score equal to the olympic mean of the five logs'
-   run_stop - run_start.
+   LICENSE (Apache 2.0) at the package's top and in the sources, the official verdict
+   "no errors", and the score equal to the olympic mean of the five logs' run_stop - run_start.
 2. Two logs cut before run_stop -> the package checker finds errors -> exit 1.
 3. Four result files, or an existing package without --force -> exit 2, nothing written.
 """
@@ -45,6 +45,11 @@ def main():
             [f"result_{i}.txt" for i in range(5)]
         impl = root / "benchmarks" / "maskrcnn" / "implementations"
         assert (impl / "mlperf-maskrcnn" / "CMakeLists.txt").is_file() and (impl / "cpu-dev" / "README.md").is_file()
+        # The licence travels with the sources: at the package's top and inside the source snapshot.
+        licence = (env.SOURCE_DIR / "LICENSE").read_text()
+        assert "Apache License" in licence and "Version 2.0" in licence
+        assert (root / "LICENSE").read_text() == licence
+        assert (impl / "mlperf-maskrcnn" / "LICENSE").read_text() == licence
         assert "official package_checker 3.1.0: no errors" in p.stdout, p.stdout
         report = json.loads((out / "mlperf-maskrcnn_submission_report.json").read_text())
         secs = sorted(r["seconds"] for r in report["runs"])
