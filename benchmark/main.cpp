@@ -30,34 +30,54 @@ namespace {
 struct Command {
   const char* name;
   int (*main)(int argc, char** argv);  // argv[0] is the subcommand's name
+  const char* group;                   // the heading it is listed under in --help
   const char* summary;
 };
 
+constexpr const char* kGroups[] = {"run", "data", "results", "models", "setup"};
+
 constexpr Command kCommands[] = {
-    {"check", mrcnn::logging::check_main, "check MLPerf logs against the Mask R-CNN 3.1.0 compliance rules"},
-    {"coco-eval", mrcnn::eval::coco_eval_main, "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
-    {"report", mrcnn::analysis::report_main, "compare systems from their results: score, RCP check, throughput, time, plots"},
-    {"audit", mrcnn::analysis::audit_main, "compare two runs: setup differences, first diverging step, verdict"},
-    {"export", mrcnn::analysis::export_main, "a run's metrics as a TensorBoard event file and CSV tables"},
-    {"forecast", mrcnn::analysis::forecast_main, "predict a system's score from one measured node; --validate on published results"},
 #if MRCNN_WITH_TORCH
-    {"train", mrcnn::run::train_main, "the timed, seeded MLPerf training run"},
-    {"eval", mrcnn::run::eval_main, "COCO metrics of trained weights on a dataset"},
-    {"predict", mrcnn::run::predict_main, "detections of trained weights on images (JSON + PNG)"},
-    {"config", mrcnn::run::config_main, "the resolved configuration of a system file (or some of its keys)"},
-    {"launch", mrcnn::run::launch_main, "start a system's ranks (mpirun from its launch settings)"},
-    {"synth", mrcnn::data::synth_main, "write the synthetic COCO-format dataset"},
-    {"data", mrcnn::run::data_main, "a COCO 2017 folder: verify it, prepare its training index, time its read"},
+    {"train", mrcnn::run::train_main, "run", "the timed, seeded MLPerf training run of a system file"},
+    {"launch", mrcnn::run::launch_main, "run", "start a system's ranks: mpirun, a Slurm batch job or torchrun"},
+    {"data", mrcnn::run::data_main, "data", "a COCO 2017 folder: verify it, prepare its training index, time its read"},
+    {"synth", mrcnn::data::synth_main, "data", "write the synthetic COCO-format dataset"},
+#endif
+    {"check", mrcnn::logging::check_main, "results", "check MLPerf logs against the Mask R-CNN 3.1.0 compliance rules"},
+    {"report", mrcnn::analysis::report_main, "results", "compare systems from their results: score, RCP check, throughput, time, plots"},
+    {"forecast", mrcnn::analysis::forecast_main, "results", "predict a system's score from one measured node; --validate on published results"},
+    {"audit", mrcnn::analysis::audit_main, "results", "compare two runs: setup differences, first diverging step, verdict"},
+    {"export", mrcnn::analysis::export_main, "results", "a run's metrics as a TensorBoard event file and CSV tables"},
+#if MRCNN_WITH_TORCH
+    {"eval", mrcnn::run::eval_main, "models", "COCO metrics of trained weights on a dataset"},
+    {"predict", mrcnn::run::predict_main, "models", "detections of trained weights on images (JSON + PNG)"},
+#endif
+    {"coco-eval", mrcnn::eval::coco_eval_main, "models", "score COCO results (bbox, segm) against ground truth, pycocotools-exact"},
+#if MRCNN_WITH_TORCH
+    {"config", mrcnn::run::config_main, "setup", "the resolved configuration of a system file (or some of its keys)"},
 #endif
 };
 
 void usage(std::FILE* out) {
-  std::fprintf(out, "usage: mlperf-maskrcnn <command> [args...]   |   mlperf-maskrcnn --version\n\ncommands:\n");
-  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out, "usage: mlperf-maskrcnn <command> [args...]   |   mlperf-maskrcnn --version\n");
+  for (const char* group : kGroups) {
+    bool heading = false;
+    for (const Command& c : kCommands) {
+      if (std::string_view(c.group) != group) continue;
+      if (!heading) std::fprintf(out, "\n%s:\n", group);
+      heading = true;
+      std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+    }
+  }
   std::fprintf(out,
-               "\n'mlperf-maskrcnn <command> --help' describes a command. Options take '--name value' or "
-               "'--name=value'.\nEnvironment: MRCNN_SYSTEM (the default --system), MRCNN_DATA_DIR (run.data_dir), "
-               "MRCNN_OUT (run.output_dir); --system and --set win over them.\n");
+               "\n'mlperf-maskrcnn <command> --help' describes a command: its options, exit statuses and "
+               "examples.\nOptions take '--name value' or '--name=value'. Environment: MRCNN_SYSTEM (the default "
+               "--system),\nMRCNN_DATA_DIR (run.data_dir), MRCNN_OUT (run.output_dir); --system and --set win over "
+               "them.\n\nexit status: the command's; 2 for a bad command line (one line: "
+               "mlperf-maskrcnn <command>: error: ...)\n\nexamples:\n"
+               "    mlperf-maskrcnn train --system systems/cpu-dev.json --data data/synthetic\n"
+               "    mlperf-maskrcnn check out/cpu-dev/latest/mlperf_log.txt\n"
+               "    mlperf-maskrcnn report results/ --html out/report\n");
 }
 
 int version() {

@@ -20,14 +20,25 @@ Checks MLPerf Training logs of Mask R-CNN against the compliance rules of rulese
 open division, as each log declares). The verdict is the official checker's; every failing line
 is reported with its line number.
 
+The last line is the official checker's word for the whole: SUCCESS when every log passes,
+FAILED otherwise. The official command line's options are taken as they are: --usage training,
+--ruleset 3.1.0, --log_output FILE.
+
 options:
-  --ruleset V     rules version (only 3.1.0, the last round with Mask R-CNN)
-  --werror        repeated EXACTLY_ONE keys with the same value are errors (official --werror)
-  --strict        advisories (event order, seed, status/target consistency) are errors
-  --quiet         print verdict lines only, no warnings
-  --json OUT      also write the reports as JSON to OUT
+  --ruleset V       rules version (only 3.1.0, the last round with Mask R-CNN)
+  --usage U         only training (the official checker's --usage)
+  --werror          repeated EXACTLY_ONE keys with the same value are errors (official --werror)
+  --strict          advisories (event order, seed, status/target consistency) are errors
+  --quiet           print verdict lines only, no warnings
+  --json OUT        also write the reports as JSON to OUT
+  --log_output OUT  also write the printed report to OUT (the official checker's option)
 
 exit status: 0 all logs pass, 1 a log fails, 2 a log is unreadable or the arguments are wrong
+
+examples:
+  mlperf-maskrcnn check out/cpu-dev/latest/mlperf_log.txt
+  mlperf-maskrcnn check --usage training --ruleset 3.1.0 results/aws-p5.48xlarge/maskrcnn/result_*.txt
+  mlperf-maskrcnn check --strict --json checks.json result_0.txt result_1.txt
 )";
 
 Json to_json(const CheckReport& r) {
@@ -44,7 +55,7 @@ Json to_json(const CheckReport& r) {
 }  // namespace
 
 int check_main(int argc, char** argv) {
-  const cli::Arguments args(argc, argv, {.with_value = {"--ruleset", "--json"},
+  const cli::Arguments args(argc, argv, {.with_value = {"--ruleset", "--usage", "--json", "--log_output"},
                                          .switches = {"--werror", "--strict", "--quiet"},
                                          .positional = {.min = 1, .what = "one or more MLPerf logs"}});
   if (args.help()) return std::fputs(kUsage, stdout), 0;
@@ -54,21 +65,40 @@ int check_main(int argc, char** argv) {
   opt.strict = args.flag("--strict");
   const bool quiet = args.flag("--quiet");
   const std::string json_out = args.value("--json");
+  const std::string text_out = args.value("--log_output");
   const std::vector<std::string>& files = args.positional();
   if (opt.ruleset != "3.1.0")
     throw cli::UsageError("--ruleset " + opt.ruleset + " is not implemented; Mask R-CNN's last ruleset is 3.1.0");
+  if (const std::string usage = args.value("--usage", "training"); usage != "training")
+    throw cli::UsageError("--usage " + usage + " is not implemented; Mask R-CNN is a training benchmark");
   int status = 0;
   Json all = Json::array();
+  std::string text;
   for (const auto& f : files) {
     const CheckReport r = check_log_file(f, opt);
-    std::fputs(format_report(r, !quiet).c_str(), stdout);
+    const std::string one = format_report(r, !quiet);
+    std::fputs(one.c_str(), stdout);
+    text += one;
     if (!r.readable)
       status = 2;
     else if (!r.passed && status == 0)
       status = 1;
     all.push_back(to_json(r));
   }
+  // The official checker's last word for the whole.
+  const char* verdict = status == 0 ? "SUCCESS\n" : "FAILED\n";
+  std::fputs(verdict, stdout);
+  text += verdict;
   std::fflush(stdout);
+  if (!text_out.empty()) {
+    std::ofstream o(text_out);
+    o << text;
+    if (!o) {
+      std::fprintf(stderr, "mlperf-maskrcnn check: error: cannot write %s: %s\n", text_out.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
+  }
   if (!json_out.empty()) {
     std::ofstream o(json_out);
     o << all.dump(2) << "\n";

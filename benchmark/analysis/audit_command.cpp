@@ -44,6 +44,11 @@ gradient norm, then the per-epoch accuracies and the outcome. It prints "bit-ide
 
 exit status: 0 identical (or equal within the tolerance), 1 diverges with the same setup (not
 reproducible), 3 differs and a setup difference explains it, 2 bad input (or the replay failed)
+
+examples:
+  mlperf-maskrcnn audit results/sysA/maskrcnn/result_0.txt results/sysB/maskrcnn/result_0.txt
+  mlperf-maskrcnn audit results/sysA results/sysB --tolerance 1e-4 --json audit.json
+  mlperf-maskrcnn audit --replay out/cpu-dev/latest
 )usage";
 
 struct Args {

@@ -20,15 +20,23 @@ namespace mrcnn::eval {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: coco-eval GT.json RESULTS.json [--iou-type bbox,segm] [--threads N] [--json OUT]\n"
-    "                 [--arrays] [--quiet]\n"
+    "usage: mlperf-maskrcnn coco-eval GT.json RESULTS.json [--iou-type bbox,segm] [--threads N]\n"
+    "                                 [--json OUT] [--arrays] [--quiet]\n"
+    "       coco-eval GT.json RESULTS.json ...   (the standalone executable: the same command)\n"
     "\n"
     "Scores COCO detection results against ground truth with pycocotools' exact numbers.\n"
     "  --iou-type T   comma-separated IoU types: bbox, segm (default: bbox,segm)\n"
     "  --threads N    worker threads (default: all hardware threads)\n"
     "  --json OUT     write the 12 stats of each type (and timings) to OUT as JSON\n"
     "  --arrays       also write accumulate()'s precision, recall and scores arrays to OUT\n"
-    "  --quiet        print only the summary blocks\n";
+    "  --quiet        print only the summary blocks\n"
+    "\n"
+    "exit status: 0 scored, 1 bad input (a file that cannot be read or is not valid COCO; one line\n"
+    "naming the file and the element), 2 bad arguments\n"
+    "\n"
+    "examples:\n"
+    "  mlperf-maskrcnn coco-eval annotations/instances_val2017.json detections.json\n"
+    "  mlperf-maskrcnn coco-eval gt.json detections.json --iou-type segm --json stats.json --arrays\n";
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {

@@ -37,6 +37,10 @@ Writes a run's metrics (its folder's metrics.jsonl and MLPerf log) for other too
 
 RUN is a run folder written by `train` (mlperf_log.txt with metrics.jsonl beside it).
 exit status: 0 written, 2 bad input (the file and the problem named)
+
+examples:
+  mlperf-maskrcnn export out/cpu-dev/latest --tensorboard tb && tensorboard --logdir tb
+  mlperf-maskrcnn export results/aws-p5.48xlarge/maskrcnn/runs/result_0 --csv tables
 )usage";
 
 struct Args {

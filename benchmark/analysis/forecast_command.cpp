@@ -55,6 +55,11 @@ evaluation pauses, start and tail, epochs from the RCP), accelerator-hours, cost
                          node (accelerator model and count a node) are drawn beside the forecast
 
 exit status: 0 forecast written, 2 bad input
+
+examples:
+  mlperf-maskrcnn forecast --measured results/aws-p5.48xlarge --nodes 2,4,8,16 --price 98.3
+  mlperf-maskrcnn forecast --measured measure/b12 measure/b16 --system systems/aws-p5.48xlarge-4n.json
+  mlperf-maskrcnn forecast --validate training_results_v2.1 training_results_v3.0
 )usage";
 
 [[noreturn]] void bad(const std::string& what) { throw ForecastError(what); }

@@ -39,6 +39,11 @@ training_results_vX.Y checkout, of which only Mask R-CNN is read):
                         (default: systems)
 
 exit status: 0 report written, 2 bad input (nothing found, unreadable results)
+
+examples:
+  mlperf-maskrcnn report results/
+  mlperf-maskrcnn report results/ training_results_v3.1 --html out/report --json out/report.json
+  mlperf-maskrcnn report results/ --price aws-p5.48xlarge=98.3 --price aws-p3dn.24xlarge=31.2
 )usage";
 
 [[noreturn]] void bad(const std::string& what) { throw ReportError(what); }

@@ -6,7 +6,7 @@
 //   eval     COCO metrics of trained weights on a dataset
 //   predict  detections of trained weights on images (COCO results JSON + PNG)
 //   config   the resolved configuration of a system file, whole or key by key
-//   launch   the mpirun command of a system file (printed, or run)
+//   launch   start a system's ranks: mpirun, a Slurm batch script or torchrun (printed, or run)
 //   data     a COCO folder verified, its training index prepared, its training split read (data_command.cpp)
 #pragma once
 

@@ -15,6 +15,12 @@ as JSON (what a run writes as config.json); with --print, each KEY's value on it
 and "launch.world_size" (nodes x ranks per node). Scripts ask here instead of reading the JSON.
 
 exit status: 0, or 2 for a bad configuration or an unknown key
+
+examples:
+  mlperf-maskrcnn config --system systems/aws-p5.48xlarge.json
+  mlperf-maskrcnn config --system systems/aws-p5.48xlarge-4n.json --print launch.world_size \
+      --print hyperparameters.global_batch_size
+  mlperf-maskrcnn config --system systems/cpu-dev.json --set run.data_dir=/data/coco2017 --print run.data_dir
 )";
 
 }  // namespace

@@ -48,6 +48,14 @@ constexpr const char* kUsage = R"(usage: mlperf-maskrcnn data <verify|prepare|lo
       --hold-until F  then wait until file F exists before exiting (several ranks measured together)
 
   --system FILE and --set K=V (repeatable) choose the data settings (default: systems/cpu-dev.json).
+
+exit status: verify: 0 usable, 1 not; prepare and load: 0 done, 1 an error while reading or
+writing; all: 2 bad arguments
+
+examples:
+  mlperf-maskrcnn data verify /data/coco2017 --release
+  mlperf-maskrcnn data prepare /data/coco2017
+  mlperf-maskrcnn data load /data/coco2017 --source index
 )";
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

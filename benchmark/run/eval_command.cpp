@@ -29,6 +29,14 @@ options:
   --split NAME    the split to evaluate (default: the system's data.val_split)
   --json OUT      also write the 12 bbox and 12 segm stats as JSON
   --results OUT   also write the detections as a COCO results JSON (what was scored)
+
+exit status: 0 scored, 1 an error while reading the data or evaluating, 2 bad arguments,
+configuration or weights (nothing read)
+
+examples:
+  mlperf-maskrcnn eval --weights out/cpu-dev/latest/model.safetensors --data data/synthetic
+  mlperf-maskrcnn eval --system systems/aws-p5.48xlarge.json --weights model.safetensors \
+      --data /data/coco2017 --json stats.json --results detections.json
 )";
 
 struct EvalInputs {

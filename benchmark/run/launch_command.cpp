@@ -55,8 +55,16 @@ divide the accelerators or the sockets) are refused before anything starts.
   --container-mounts MOUNTS  slurm: SRC:DST[,...] into the container (default: $MOUNTS)
   --dry-run           print the command (mpirun) or the script (slurm) instead of running it
 
-TRAIN_ARGS go to `train` (their --set overrides also shape the launch). The exit status is the
-training run's (through mpirun or sbatch --wait), or 2 for a layout or argument refused here.
+TRAIN_ARGS go to `train` (their --set overrides also shape the launch).
+
+exit status: the training run's (through mpirun, sbatch --wait or torchrun; see train --help),
+or 2 for a layout or argument refused here (nothing started)
+
+examples:
+  mlperf-maskrcnn launch --system systems/aws-p5.48xlarge.json --dry-run -- --data /data/coco2017
+  mlperf-maskrcnn launch --system systems/aws-p5.48xlarge-4n.json --scheduler slurm --time 60 \
+      --container nvcr.io/my/mlperf-maskrcnn -- --data /data/coco2017 --seed 7
+  mlperf-maskrcnn launch --system systems/aws-p3dn.24xlarge-2n.json --hostfile hosts -- --data /data/coco2017
 )";
 
 std::string self_path() {

@@ -36,6 +36,15 @@ options:
   --data DIR             a COCO-format folder whose categories name the classes (ids and names)
   --out DIR              where to write (default: .): predictions.json, <image>.pred.png
   --score-threshold S    detections drawn and written at or above this score (default 0.5)
+
+exit status: 0 written, 1 an error while reading an image or predicting, 2 bad arguments,
+configuration or weights (nothing written)
+
+examples:
+  mlperf-maskrcnn predict --weights out/cpu-dev/latest/model.safetensors \
+      data/synthetic/val2017/000000000001.jpg --out predictions
+  mlperf-maskrcnn predict --system systems/aws-p5.48xlarge.json --weights model.safetensors \
+      --data /data/coco2017 --score-threshold 0.7 photo.jpg
 )";
 
 struct PredictInputs {

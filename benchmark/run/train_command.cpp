@@ -33,13 +33,14 @@ namespace key = logging::key;
 constexpr const char* kUsage = R"(usage: mlperf-maskrcnn train [--system FILE] [options]
 
 Runs one timed, seeded MLPerf Mask R-CNN training run as the system file describes it.
-Several ranks (launch.nodes x launch.ranks_per_node) are started by mpirun, one process each
-(`mlperf-maskrcnn launch` builds that command from the system file).
+Several ranks (launch.nodes x launch.ranks_per_node), one process each, are started by
+`mlperf-maskrcnn launch` (mpirun, a Slurm batch job or torchrun, from the system file).
 
 options:
   --system FILE     system configuration (default: systems/cpu-dev.json)
   --set KEY=VALUE   override a configuration value, e.g. --set run.max_epochs=3 (repeatable)
   --seed N          shorthand for --set run.seed=N
+  --data DIR        shorthand for --set run.data_dir=DIR (the COCO-format dataset folder)
   --out DIR         shorthand for --set run.output_dir=DIR
   --deterministic   deterministic kernels where the fast ones are not (run.deterministic; also
                     turns off model.backbone.fused_conv_relu, which cuDNN runs without it)
@@ -57,6 +58,11 @@ exit status: 0 targets reached (or a run.max_steps_per_epoch measurement done), 
 reached within run.max_epochs, 1 error during the run, 2 bad configuration or arguments (before
 anything is written) or data with nothing to train on or to evaluate (found when the data is first
 read, right after run_start; run_stop "aborted"), 128+N stopped by signal N
+
+examples:
+  mlperf-maskrcnn train --system systems/cpu-dev.json --data data/synthetic --seed 1
+  mlperf-maskrcnn train --system systems/aws-p5.48xlarge.json --data /data/coco2017 --out runs/p5
+  mlperf-maskrcnn train --system systems/cpu-dev.json --set run.max_epochs=2 --profile 5@10
 )";
 
 // Everything the run needs from its command line, checked before anything is written.
@@ -70,9 +76,10 @@ struct TrainInputs {
 };
 
 TrainInputs read_inputs(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"--seed", "--out", "--resume", "--log-level", "--profile"},
+  CommandLine cl(argc, argv, {"--seed", "--data", "--out", "--resume", "--log-level", "--profile"},
                  {"--deterministic", "--quiet", "--no-progress"});
   if (cl.has("--seed")) cl.add_override("run.seed=" + cl.value("--seed"));
+  if (cl.has("--data")) cl.add_override("run.data_dir=" + logging::Json(cl.value("--data")).dump());
   if (cl.has("--out")) cl.add_override("run.output_dir=\"" + cl.value("--out") + "\"");
   // cuDNN's fused bottlenecks ignore the deterministic setting: the flag takes them off (a system
   // file that sets both run.deterministic and the fused path is refused, naming the key).

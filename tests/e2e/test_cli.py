@@ -7,7 +7,11 @@
   3. the environment: MRCNN_SYSTEM is the default --system, MRCNN_DATA_DIR run.data_dir and
      MRCNN_OUT run.output_dir; --system and --set win over them;
   4. one error format: `mlperf-maskrcnn <command>: error: ...` on one line, exit 2, for check's bad
-     options and missing logs and for an unknown command.
+     options and missing logs and for an unknown command;
+  6. every command's help gives its exit statuses and examples, and benchmark/COMMANDS.md holds
+     the help texts as the executable prints them (run_scripts/command_reference.py --check);
+  7. `check` takes the official checker's command line (--usage training --ruleset 3.1.0
+     --log_output FILE) and ends with its word, SUCCESS or FAILED.
 """
 import os
 import re
@@ -76,8 +80,10 @@ def main():
                                                                                                p.stderr)
         assert re.match(r"mlperf-maskrcnn( \S+)?: error: ", p.stderr), p.stderr
     # Every command on the one parser: an unknown option is the same one line, exit 2.
-    commands = re.findall(r"^  (\S+) ", run("--help").stdout, re.M)
+    top = run("--help").stdout
+    commands = re.findall(r"^  (\S+) ", top, re.M)
     assert len(commands) >= 12, commands
+    helps = {}
     for command in commands:
         words = ["data", "verify"] if command == "data" else [command]  # data's own subcommands first
         p = run(*words, "--bogus")
@@ -85,6 +91,7 @@ def main():
                                                  "(see --help)\n", (command, p.returncode, p.stderr)
         p = run(command, "--help")
         assert p.returncode == 0 and "usage" in p.stdout.lower(), (command, p.returncode, p.stdout[:200])
+        helps[command] = p.stdout
     print(f"errors: one line, `mlperf-maskrcnn <command>: error: ...`, exit 2; every one of {len(commands)} commands "
           "refuses an unknown option so and prints its usage for --help")
 
@@ -101,6 +108,38 @@ def main():
         p.stderr, p.stderr
     print("--deterministic: on aws-p5.48xlarge it turns the fused bottlenecks off; run.deterministic=true with "
           "them is refused, naming the key")
+
+
+    # 6. exit statuses and examples in every help; the reference page equal to the help texts
+    assert {"train", "launch", "data", "check", "report", "forecast", "audit", "eval", "predict", "coco-eval",
+            "config"} <= set(commands), commands
+    for command, text in helps.items():
+        assert "exit status" in text.lower(), (command, text[-400:])
+    no_examples_yet = {"synth"}  # its help lists every option with its default, without example lines
+    for command in set(commands) - no_examples_yet:
+        assert re.search(r"^examples:\n  mlperf-maskrcnn " + re.escape(command), helps[command], re.M), \
+            (command, helps[command][-400:])
+    assert "coco-eval GT.json" in helps["coco-eval"] and "mlperf-maskrcnn coco-eval" in helps["coco-eval"]
+    assert "exit status" in top and "examples:" in top
+    p = env.run([env.PYTHON, env.SOURCE_DIR / "run_scripts" / "command_reference.py", "--build-dir", env.BUILD_DIR,
+                 "--check"], timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    print(f"help: exit statuses in all {len(commands)} commands, examples in {len(set(commands) - no_examples_yet)}; "
+          "benchmark/COMMANDS.md equals the help texts")
+
+    # 7. the official checker's command line, and its last word
+    with env.scratch_dir("cli-check") as tmp:
+        log = os.path.join(tmp, "empty.log")
+        with open(log, "w") as f:
+            f.write(":::MLLOG {}\n")
+        report = os.path.join(tmp, "report.txt")
+        p = run("check", "--usage", "training", "--ruleset", "3.1.0", "--log_output", report, log)
+        assert p.returncode == 1 and p.stdout.splitlines()[-1] == "FAILED", (p.returncode, p.stdout)
+        assert open(report).read() == p.stdout, (open(report).read(), p.stdout)
+        p = run("check", "--usage=hpc", log)
+        assert p.returncode == 2 and "--usage hpc is not implemented" in p.stderr, p.stderr
+    print("check: --usage training --ruleset 3.1.0 --log_output FILE as the official checker takes them; "
+          "the last line FAILED (SUCCESS when every log passes)")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def main():
             assert "SUCCESS" in (kept / "compliance_checker.log").read_text()
             assert f"compliance check: result_{index}.txt passed" in p.stdout, p.stdout
             check = env.run([env.mlperf_maskrcnn(), "check", result])
-            assert check.returncode == 0, check.stdout
+            assert check.returncode == 0 and check.stdout.splitlines()[-1] == "SUCCESS", check.stdout
         assert not (tmp / "results" / "cpu-dev").exists(), "LOGDIR given: nothing under RESULTS_DIR/<system>"
         print(f"NEXP=2: result_3.txt and result_4.txt (seeds 21, 22) in LOGDIR, each compliant, "
               f"{re.findall(r'^RESULT,.*$', p.stdout, re.M)}")
