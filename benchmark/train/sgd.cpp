@@ -21,6 +21,14 @@ Sgd::Sgd(std::vector<NamedParameter> parameters, SgdOptions options) : options_(
 
 bool Sgd::is_bias(const std::string& name) { return name.ends_with("bias"); }
 
+bool Sgd::same_flat_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || !a.is_non_overlapping_and_dense() || !b.is_non_overlapping_and_dense())
+    return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
 // The update over each group of parameters that share a learning rate and weight decay:
 //  - kFused: LibTorch's fused SGD, a launch or two for the whole model instead of three or four
 //    per parameter, skipped on the device where `found_inf` is set. A momentum buffer starts as
@@ -36,6 +44,7 @@ void Sgd::step(double lr, const at::Tensor& found_inf) {
   // (the CPU, and hpu/xpu/mps, whose bridges may lack the fused kernel).
   if (kernel_ == Kernel::kAuto && !params_.empty()) fused = params_.front().tensor.is_cuda();
   if (!fused && found_inf.defined() && found_inf.item<float>() != 0) return;
+  layout_copies_ = 0;
   std::optional<at::Tensor> skip;
   if (found_inf.defined()) skip = found_inf;
   for (const bool bias : {false, true}) {
@@ -50,9 +59,16 @@ void Sgd::step(double lr, const at::Tensor& found_inf) {
       if (fused) {
         params.push_back(p);
         // The fused kernel walks parameter, gradient and buffer as one flat array each: a
-        // gradient laid out otherwise than its parameter (autograd lays them out alike) is
-        // copied into the parameter's layout first.
-        grads.push_back(g.strides() == p.strides() ? g : at::empty_like(p, at::MemoryFormat::Preserve).copy_(g));
+        // gradient laid out otherwise than its parameter is copied into the parameter's layout
+        // first. Autograd lays them out alike up to the strides of size-1 dimensions, which it
+        // ignores (a 1x1 convolution's channels-last weight gets a contiguous gradient): the
+        // same flat order, so no copy.
+        if (same_flat_layout(g, p)) {
+          grads.push_back(g);
+        } else {
+          grads.push_back(at::empty_like(p, at::MemoryFormat::Preserve).copy_(g));
+          ++layout_copies_;
+        }
         if (options_.momentum == 0) continue;
         if (!momentum_[i].defined()) momentum_[i] = at::zeros_like(p, at::MemoryFormat::Preserve);
         bufs.push_back(momentum_[i]);

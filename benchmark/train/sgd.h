@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -56,6 +57,13 @@ class Sgd {
   void zero_grad();
 
   const std::vector<NamedParameter>& parameters() const { return params_; }
+  // Gradients the last step() copied into their parameter's layout before the fused kernel (0 when
+  // every gradient walks in its parameter's flat order, as autograd lays them out; a test counts).
+  int64_t layout_copies() const { return layout_copies_; }
+  // Whether two tensors of the same sizes hold their elements in the same flat order: both dense,
+  // and equal strides on every dimension of size above 1 (a size-1 dimension's stride is never
+  // used to address an element).
+  static bool same_flat_layout(const at::Tensor& a, const at::Tensor& b);
   const SgdOptions& options() const { return options_; }
 
   // Momentum buffers by parameter name, for checkpoints (only those that exist yet).
@@ -69,6 +77,7 @@ class Sgd {
   std::vector<at::Tensor> momentum_;  // parallel to params_; undefined until the first update
   SgdOptions options_;
   Kernel kernel_ = Kernel::kAuto;
+  int64_t layout_copies_ = 0;
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm (torch's
