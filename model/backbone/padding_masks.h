@@ -35,16 +35,22 @@ class PaddingMasks {
   // with nothing padded gets a mask of ones, which changes no value.
   static PaddingMasks from_device_sizes(const at::Tensor& device_sizes, int64_t padded_h, int64_t padded_w);
 
-  // x *= mask, in place, for a map of the batch ([N, C, H, W] with H dividing padded_h). Leaves x
-  // untouched when nothing of it is padding. In place is safe for autograd where x is an output
-  // no backward formula keeps (a convolution's or a sum's, before the ReLU).
+  // Zeroes the padding of x in place, for a map of the batch ([N, C, H, W] with H dividing
+  // padded_h): one masked fill in x's own dtype and layout (its backward zeroes the gradient
+  // there, the same way), where a multiply by a float32 mask would mix dtypes and turn a negative
+  // value into -0. Leaves x untouched when nothing of it is padding. In place is safe for
+  // autograd where x is an output no backward formula keeps (a convolution's or a sum's, before
+  // the ReLU).
   void apply_(const at::Tensor& x);
-  // x * mask in x's dtype, out of place (for a tensor an autograd node keeps); x itself when
-  // nothing is padding.
+  // The same out of place (for a tensor an autograd node keeps); x itself when nothing is padding.
   at::Tensor applied(const at::Tensor& x);
 
-  // The [N, 1, H, W] float mask of maps of size H x W, undefined when nothing is padding.
-  const at::Tensor& mask(int64_t h, int64_t w);
+  // The bool [N, 1, H, W] map of maps of size H x W, true on padding; undefined when nothing is
+  // padding. What apply_ fills.
+  const at::Tensor& padding(int64_t h, int64_t w);
+  // The float [N, 1, H, W] mask (1 inside each image, 0 on padding), undefined when nothing is
+  // padding: padding(h, w) as a multiplier, for tests and readers.
+  at::Tensor mask(int64_t h, int64_t w);
 
  private:
   const at::Tensor& device_sizes();  // sizes_ on device_, copied on first use

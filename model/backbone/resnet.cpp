@@ -135,10 +135,7 @@ std::vector<at::Tensor> ResNetImpl::forward(const at::Tensor& images, PaddingMas
   if (masks) masks->apply_(x);
   x = at::max_pool2d(x.relu_(), {3, 3}, {2, 2}, {1, 1});
   // A pooling window at the valid region's edge reaches one valid row beyond it.
-  if (masks) {
-    const at::Tensor& m = masks->mask(x.size(2), x.size(3));
-    if (m.defined()) x = x * m;  // max_pool2d's backward keeps its output: no in-place here
-  }
+  if (masks) x = masks->applied(x);  // max_pool2d's backward keeps its output: no in-place here
   std::vector<at::Tensor> outs;
   outs.reserve(4);
   for (auto& stage : stages_) {

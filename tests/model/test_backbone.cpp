@@ -48,23 +48,55 @@ TEST(PaddingMasks, ValidRegionPerImageAndLevelOnTheDeviceOfUse) {
     PaddingMasks masks(t, 128, 128, dev);
     for (const auto& [h, w] : {std::pair<int64_t, int64_t>{128, 128}, {32, 32}, {16, 16}, {4, 4}}) {
       SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
-      const at::Tensor& m = masks.mask(h, w);
+      const at::Tensor m = masks.mask(h, w);
       ASSERT_TRUE(m.defined());
       EXPECT_EQ(m.device(), dev);
       EXPECT_EQ(m.scalar_type(), at::kFloat);
       EXPECT_TRUE(at::equal(m.cpu(), expected_padding_mask(sizes, 128, 128, h, w)));
-      EXPECT_EQ(masks.mask(h, w).data_ptr(), m.data_ptr());  // built once per size
+      const at::Tensor& p = masks.padding(h, w);
+      EXPECT_EQ(p.scalar_type(), at::kBool);
+      EXPECT_EQ(masks.padding(h, w).data_ptr(), p.data_ptr());  // built once per size
     }
-    // x *= mask in place.
-    const at::Tensor x = at::ones({2, 3, 16, 16}, at::TensorOptions().device(dev));
-    masks.apply_(x);
-    EXPECT_TRUE(at::equal(x.cpu(), expected_padding_mask(sizes, 128, 128, 16, 16).expand({2, 3, 16, 16})));
+    // The padding zeroed in place, the valid region untouched to the bit: a negative value in the
+    // padding becomes +0 (a multiply by 0 would give -0), in the map's own dtype and layout.
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      const at::Tensor x0 = -at::rand({2, 3, 16, 16}, at::TensorOptions().device(dev)).add(0.5).to(dtype)
+                                 .contiguous(at::MemoryFormat::ChannelsLast);
+      const at::Tensor x = x0.clone();
+      masks.apply_(x);
+      EXPECT_EQ(x.scalar_type(), dtype);
+      EXPECT_TRUE(x.is_contiguous(at::MemoryFormat::ChannelsLast));
+      const at::Tensor valid = expected_padding_mask(sizes, 128, 128, 16, 16).expand({2, 3, 16, 16}).to(at::kBool);
+      EXPECT_TRUE(at::equal(x.cpu().masked_select(valid), x0.cpu().masked_select(valid)));
+      const at::Tensor pad = x.cpu().masked_select(valid.logical_not()).to(at::kFloat);
+      EXPECT_TRUE(at::equal(pad, at::zeros_like(pad)));
+      EXPECT_FALSE(pad.signbit().any().item<bool>());
+      const at::Tensor y = masks.applied(x0);  // out of place: the same values, layout and dtype
+      EXPECT_TRUE(at::equal(y, x));
+      EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+      // The gradient: zero on the padding, the incoming one elsewhere, in the incoming layout (the
+      // layers before run their backward in the layout they would without masks), in place or not.
+      for (const bool in_place : {true, false}) {
+        const at::Tensor leaf = x0.clone().requires_grad_();
+        at::Tensor z = leaf * 1;
+        if (in_place)
+          masks.apply_(z);
+        else
+          z = masks.applied(z);
+        const at::Tensor g = at::randn({2, 3, 16, 16}, at::TensorOptions().device(dev)).to(dtype).contiguous(
+            at::MemoryFormat::ChannelsLast);
+        z.backward(g);
+        EXPECT_TRUE(leaf.grad().is_contiguous(at::MemoryFormat::ChannelsLast)) << in_place;
+        EXPECT_TRUE(at::equal(leaf.grad().cpu().masked_select(valid), g.cpu().masked_select(valid))) << in_place;
+        EXPECT_EQ(leaf.grad().cpu().masked_select(valid.logical_not()).abs().max().item<float>(), 0) << in_place;
+      }
+    }
     EXPECT_THROW(masks.mask(24, 32), std::invalid_argument);  // 24 does not divide 128
   }
   // Padded by less than one cell at a coarse level: nothing to mask there, x left as is.
   PaddingMasks tight(at::tensor({120, 128}, at::kLong).view({1, 2}), 128, 128, c10::Device(c10::kCPU));
-  EXPECT_TRUE(tight.mask(128, 128).defined());
-  EXPECT_FALSE(tight.mask(4, 4).defined());  // ceil(120 * 4 / 128) = 4
+  EXPECT_TRUE(tight.padding(128, 128).defined());
+  EXPECT_FALSE(tight.padding(4, 4).defined());  // ceil(120 * 4 / 128) = 4
   const at::Tensor x = at::full({1, 2, 4, 4}, 3.0);
   tight.apply_(x);
   EXPECT_TRUE(at::equal(x, at::full({1, 2, 4, 4}, 3.0)));
