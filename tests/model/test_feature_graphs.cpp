@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -82,43 +83,51 @@ TEST(FeatureGraphs, ARehearsedGraphedStepIsTheEagerStepBitForBit) {
   cases.back().options.backbone.group_norm_groups = 4;
   cases.back().options.backbone.freeze_at = 0;
 
-  // Two shapes are graphed; the third runs eagerly. The second batch has the first one's shape
-  // but other images and true sizes: the static inputs and the in-graph masks must follow them.
+  // Three shapes are graphed, a fourth runs eagerly; every sequence runs in both capture orders
+  // (the shapes share one pool and one activation region, so the order they are captured in must
+  // not matter). The second batch has the first one's shape but other images and true sizes: the
+  // static inputs and the in-graph masks must follow them.
   const Batch first = make_batch({synthetic_image(96, 128, 3, 1), synthetic_image(80, 100, 2, 2)}, {1, 2});
   const Batch same_shape = make_batch({synthetic_image(70, 128, 2, 3), synthetic_image(96, 64, 1, 4)}, {3, 4});
   const Batch second = make_batch({synthetic_image(128, 96, 2, 5)}, {5});
   const Batch third = make_batch({synthetic_image(64, 160, 2, 6)}, {6});
+  const Batch fourth = make_batch({synthetic_image(96, 96, 1, 7)}, {7});
   ASSERT_EQ(first.images.sizes(), same_shape.images.sizes());
+  const std::vector<std::vector<const Batch*>> orders = {
+      {&first, &same_shape, &second, &third, &first, &fourth, &third, &second},
+      {&third, &second, &first, &same_shape, &fourth, &second, &third, &first},
+  };
 
   auto bitwise = [](const at::Tensor& a, const at::Tensor& b, const std::string& what) {
     EXPECT_TRUE(at::equal(a, b)) << what << ": max difference " << (a - b).abs().max().item<double>();
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    MaskRCNN eager(c.options, at::make_generator<at::CPUGeneratorImpl>(3));
-    MaskRCNN graphed(c.options, at::make_generator<at::CPUGeneratorImpl>(3));
-    graphed->use_feature_graphs(2, FeatureGraphs::Replay::kRerun);
-    uint64_t seed = 10;
-    for (const Batch* b : {&first, &same_shape, &second, &first, &third, &second})
-      step_both(eager, graphed, *b, seed++, bitwise);
-    const FeatureGraphs::Stats& s = graphed->feature_graphs()->stats();
-    EXPECT_EQ(s.captured, 2);
-    EXPECT_EQ(s.replayed, 5);
-    EXPECT_EQ(s.eager, 1);
-    EXPECT_EQ(s.invalidated, 0);
+    for (size_t order = 0; order < orders.size(); ++order) {
+      SCOPED_TRACE(c.name + (order == 0 ? ", captured first to third" : ", captured third to first"));
+      MaskRCNN eager(c.options, at::make_generator<at::CPUGeneratorImpl>(3));
+      MaskRCNN graphed(c.options, at::make_generator<at::CPUGeneratorImpl>(3));
+      graphed->use_feature_graphs(3, FeatureGraphs::Replay::kRerun);
+      uint64_t seed = 10;
+      for (const Batch* b : orders[order]) step_both(eager, graphed, *b, seed++, bitwise);
+      const FeatureGraphs::Stats& s = graphed->feature_graphs()->stats();
+      EXPECT_EQ(s.captured, 3);
+      EXPECT_EQ(s.replayed, 7);
+      EXPECT_EQ(s.eager, 1);
+      EXPECT_EQ(s.invalidated, 0);
 
-    // A parameter given new storage (as model->to() does) drops the graphs: the next batch
-    // captures again, from the new storage.
-    {
-      const c10::NoGradGuard no_grad;
-      for (auto* m : {&eager, &graphed}) {
-        at::Tensor p = (*m)->fpn->parameters().front();
-        p.set_data(p.detach().clone());
+      // A parameter given new storage (as model->to() does) drops the graphs: the next batch
+      // captures again, from the new storage.
+      {
+        const c10::NoGradGuard no_grad;
+        for (auto* m : {&eager, &graphed}) {
+          at::Tensor p = (*m)->fpn->parameters().front();
+          p.set_data(p.detach().clone());
+        }
       }
+      step_both(eager, graphed, first, seed++, bitwise);
+      EXPECT_EQ(s.invalidated, 1);
+      EXPECT_EQ(s.captured, 4);
     }
-    step_both(eager, graphed, first, seed++, bitwise);
-    EXPECT_EQ(s.invalidated, 1);
-    EXPECT_EQ(s.captured, 3);
   }
 
   // Inference never uses the graphs.
@@ -176,56 +185,74 @@ TEST(FeatureGraphs, TheShapeCountIsChecked) {
   EXPECT_EQ(m->feature_graphs(), nullptr);
 }
 
-// On a GPU: CUDA graphs for two shapes, compared with the eager model on the same GPU. A graph
-// replays the kernels its capture launched, and the padding masks multiply by exactly one where
-// nothing is padded, so the values should agree to the last bit; the bound allows float16
-// rounding in case a library picks another kernel while capturing.
+// On a GPU: CUDA graphs for three shapes, a fourth eager, in both capture orders, against the
+// eager model on the same GPU, both under deterministic algorithms (as run.deterministic sets
+// them: deterministic cuDNN, no benchmarking, cuBLAS's fixed workspace, RoIAlign's ordered
+// backward). A graph replays the kernels its capture launched and the padding masks multiply by
+// exactly one where nothing is padded, so every loss, count and gradient must agree to the last
+// bit, in float32 and float16: any difference is a graph bug, not a choice of algorithm.
+// run.cuda_graph_shapes stays capped at 1 until this has passed on a GPU.
 TEST(FeatureGraphs, OnCudaGraphedTrainingIsTheEagerTraining) {
 #ifndef MRCNN_HAVE_CUDA
   GTEST_SKIP() << "built without the project's CUDA kernels";
 #else
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here: the CUDA graph test is skipped";
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  auto& ctx = at::globalContext();
+  const bool was_deterministic = ctx.deterministicAlgorithms(), was_det_cudnn = ctx.deterministicCuDNN(),
+             was_benchmark = ctx.benchmarkCuDNN();
+  ctx.setDeterministicAlgorithms(true, /*warn_only=*/false);
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+  // float32 as float32, as the harness runs it (apply_launch_settings).
+  ctx.setAllowTF32CuDNN(false);
+  ctx.setAllowTF32CuBLAS(false);
   const at::Device gpu(at::kCUDA, 0);
-  // float32 as float32, as the harness runs it (apply_launch_settings): with TF32 convolutions
-  // the bound below would measure cuDNN's choice of algorithm, not the graphs.
-  at::globalContext().setAllowTF32CuDNN(false);
-  at::globalContext().setAllowTF32CuBLAS(false);
+  const Batch first = to_device(
+      make_batch({synthetic_image(96, 128, 3, 1), synthetic_image(80, 100, 2, 2)}, {1, 2}), gpu);
+  const Batch same_shape = to_device(
+      make_batch({synthetic_image(70, 128, 2, 3), synthetic_image(96, 64, 1, 4)}, {3, 4}), gpu);
+  const Batch second = to_device(make_batch({synthetic_image(128, 96, 2, 5)}, {5}), gpu);
+  const Batch third = to_device(make_batch({synthetic_image(64, 160, 2, 6)}, {6}), gpu);
+  const Batch fourth = to_device(make_batch({synthetic_image(96, 96, 1, 7)}, {7}), gpu);
+  const std::vector<std::vector<const Batch*>> orders = {
+      {&first, &same_shape, &second, &third, &first, &fourth, &third, &second},
+      {&third, &second, &first, &same_shape, &fourth, &second, &third, &first},
+  };
   for (const Precision precision : {Precision::kFloat32, Precision::kFloat16}) {
-    SCOPED_TRACE(to_string(precision));
-    ModelOptions o = tiny_options();
-    o.precision = precision;
-    o.channels_last = true;
-    MaskRCNN eager(o, at::make_generator<at::CPUGeneratorImpl>(5));
-    o.cuda_graph_shapes = 2;
-    MaskRCNN graphed(o, at::make_generator<at::CPUGeneratorImpl>(5));
-    eager->to(gpu);
-    graphed->to(gpu);
-    const Batch first = to_device(
-        make_batch({synthetic_image(96, 128, 3, 1), synthetic_image(80, 100, 2, 2)}, {1, 2}), gpu);
-    const Batch same_shape = to_device(
-        make_batch({synthetic_image(70, 128, 2, 3), synthetic_image(96, 64, 1, 4)}, {3, 4}), gpu);
-    const Batch second = to_device(make_batch({synthetic_image(128, 96, 2, 5)}, {5}), gpu);
-    const Batch third = to_device(make_batch({synthetic_image(64, 160, 2, 6)}, {6}), gpu);
-    int64_t differing = 0;
-    auto close = [&](const at::Tensor& a, const at::Tensor& b, const std::string& what) {
-      differing += !at::equal(a, b);
-      const double scale = std::max(1e-3, a.abs().max().item<double>());
-      EXPECT_LE((a - b).abs().max().item<double>(), (precision == Precision::kFloat16 ? 1e-2 : 1e-5) * scale)
-          << what;
-    };
-    uint64_t seed = 20;
-    for (const Batch* b : {&first, &same_shape, &second, &first, &third}) {
-      SCOPED_TRACE("step " + std::to_string(seed - 20));
-      step_both(eager, graphed, *b, seed++, close);
+    for (size_t order = 0; order < orders.size(); ++order) {
+      SCOPED_TRACE(std::string(to_string(precision)) + (order == 0 ? ", first to third" : ", third to first"));
+      ModelOptions o = tiny_options();
+      o.precision = precision;
+      o.channels_last = true;
+      MaskRCNN eager(o, at::make_generator<at::CPUGeneratorImpl>(5));
+      o.cuda_graph_shapes = 3;
+      MaskRCNN graphed(o, at::make_generator<at::CPUGeneratorImpl>(5));
+      eager->to(gpu);
+      graphed->to(gpu);
+      int64_t differing = 0;
+      auto bitwise = [&](const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+        const bool same = at::equal(a, b);
+        differing += !same;
+        EXPECT_TRUE(same) << what << ": max difference " << (a - b).abs().max().item<double>();
+      };
+      uint64_t seed = 20;
+      for (const Batch* b : orders[order]) {
+        SCOPED_TRACE("step " + std::to_string(seed - 20));
+        step_both(eager, graphed, *b, seed++, bitwise);
+      }
+      ASSERT_NE(graphed->feature_graphs(), nullptr);
+      const FeatureGraphs::Stats& s = graphed->feature_graphs()->stats();
+      EXPECT_EQ(s.captured, 3);
+      EXPECT_EQ(s.replayed, 7);
+      EXPECT_EQ(s.eager, 1);
+      std::cout << "[ feature graphs ] " << to_string(precision) << (order == 0 ? ", first to third: " : ", third to first: ")
+                << differing << " compared tensors not bit-equal to the eager step's\n";
     }
-    ASSERT_NE(graphed->feature_graphs(), nullptr);
-    const FeatureGraphs::Stats& s = graphed->feature_graphs()->stats();
-    EXPECT_EQ(s.captured, 2);
-    EXPECT_EQ(s.replayed, 4);
-    EXPECT_EQ(s.eager, 1);
-    std::cout << "[ feature graphs ] " << to_string(precision) << ": " << differing
-              << " compared tensors not bit-equal to the eager step's\n";
   }
+  ctx.setDeterministicAlgorithms(was_deterministic, /*warn_only=*/false);
+  ctx.setDeterministicCuDNN(was_det_cudnn);
+  ctx.setBenchmarkCuDNN(was_benchmark);
 #endif
 }
 
