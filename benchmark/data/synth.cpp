@@ -189,6 +189,9 @@ void SynthOptions::validate() const {
   require(train_images + val_images > 0, "--train 0 --val 0", "something to generate");
   require(width >= 32 && height >= 32 && width <= 8192 && height <= 8192, "--size " + n(width) + "x" + n(height),
           "N or WxH with sides from 32 to 8192 pixels");
+  for (const auto& [w, h] : sizes)
+    require(w >= 32 && h >= 32 && w <= 8192 && h <= 8192, "--sizes-from (an image of " + n(w) + "x" + n(h) + ")",
+            "sides from 32 to 8192 pixels");
   require(1 <= min_objects && min_objects <= max_objects && max_objects <= 8,
           "--objects " + n(min_objects) + "-" + n(max_objects), "MIN-MAX with 1 <= MIN <= MAX <= 8");
   require(min_object_scale > 0.0 && min_object_scale <= max_object_scale && max_object_scale <= 0.9,
@@ -247,8 +250,8 @@ SynthObject object_of(int cls, std::vector<double> poly) {
 
 // One object of a random class and colour, placed where it touches no other within
 // kPlacementTries draws; none when every try clashed or did not fit.
-std::optional<PlacedObject> place_object(const SynthOptions& o, Rng& rng, std::vector<uint8_t>& occupied) {
-  const int64_t W = o.width, H = o.height;
+std::optional<PlacedObject> place_object(const SynthOptions& o, int64_t W, int64_t H, Rng& rng,
+                                        std::vector<uint8_t>& occupied) {
   const double short_side = static_cast<double>(std::min(W, H));
   const int cls = static_cast<int>(rng.below(4));
   Rgb colour = kClassColour[cls];
@@ -284,8 +287,13 @@ std::optional<PlacedObject> place_object(const SynthOptions& o, Rng& rng, std::v
 
 }  // namespace
 
+std::array<int64_t, 2> synth_image_size(const SynthOptions& o, int64_t index) {
+  if (o.sizes.empty()) return {o.width, o.height};
+  return o.sizes[static_cast<size_t>(index % static_cast<int64_t>(o.sizes.size()))];
+}
+
 SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64_t index) {
-  const int64_t W = o.width, H = o.height;
+  const auto [W, H] = synth_image_size(o, index);
   Rng rng(seeding::synth_image_seed(o.seed, static_cast<int>(split), index));
 
   // Background: a low-saturation base colour with smooth texture.
@@ -304,7 +312,7 @@ SynthImage render_synthetic_image(const SynthOptions& o, SynthSplit split, int64
   const int64_t count = o.min_objects + static_cast<int64_t>(rng.below(
                                             static_cast<uint64_t>(o.max_objects - o.min_objects + 1)));
   for (int64_t k = 0; k < count; ++k) {
-    std::optional<PlacedObject> placed = place_object(o, rng, occupied);
+    std::optional<PlacedObject> placed = place_object(o, W, H, rng, occupied);
     if (!placed) continue;
     out.objects.push_back(std::move(placed->object));
     coverages.push_back(std::move(placed->coverage));
@@ -399,8 +407,8 @@ int64_t write_annotations(const SynthOptions& o, const CocoLayout& layout, Synth
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (jobs[j].split != split) continue;
     const int64_t image_id = image_id_of(o, split, jobs[j].index);
-    images.push_back({{"id", image_id}, {"file_name", image_file_name(image_id)},
-                      {"width", o.width}, {"height", o.height}});
+    const auto [w, h] = synth_image_size(o, jobs[j].index);
+    images.push_back({{"id", image_id}, {"file_name", image_file_name(image_id)}, {"width", w}, {"height", h}});
     for (const SynthObject& obj : objects[j]) {
       annotations.push_back({{"id", ann_id++},
                              {"image_id", image_id},
@@ -412,10 +420,10 @@ int64_t write_annotations(const SynthOptions& o, const CocoLayout& layout, Synth
     }
   }
   char desc[256];
-  std::snprintf(desc, sizeof desc,
-                "mlperf-maskrcnn synthetic shapes: --train %lld --val %lld --size %lldx%lld --seed %llu",
-                static_cast<long long>(o.train_images), static_cast<long long>(o.val_images),
-                static_cast<long long>(o.width), static_cast<long long>(o.height),
+  const std::string size = o.sizes.empty() ? "--size " + std::to_string(o.width) + "x" + std::to_string(o.height)
+                                           : "--sizes-from (" + std::to_string(o.sizes.size()) + " sizes)";
+  std::snprintf(desc, sizeof desc, "mlperf-maskrcnn synthetic shapes: --train %lld --val %lld %s --seed %llu",
+                static_cast<long long>(o.train_images), static_cast<long long>(o.val_images), size.c_str(),
                 static_cast<unsigned long long>(o.seed));
   json doc = {{"info", {{"description", desc}, {"version", "1.0"}}},
               {"licenses", json::array()},

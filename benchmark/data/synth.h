@@ -41,6 +41,10 @@ struct SynthOptions {
   int64_t val_images = 64;
   int64_t width = 128;             // image size in pixels, >= 32
   int64_t height = 128;
+  // Sizes (width, height) the images take in turn (image i of a split: sizes[i % n]) instead of
+  // width x height: e.g. COCO's own sizes (synth --sizes-from), so that a loader and a model meet
+  // its mix of sizes and both orientations. Each side from 32 to 8192.
+  std::vector<std::array<int64_t, 2>> sizes;
   uint64_t seed = 1;
   int64_t min_objects = 1;         // per image, 1 <= min <= max <= 8
   int64_t max_objects = 3;
@@ -70,6 +74,9 @@ struct SynthImage {
 };
 
 enum class SynthSplit : uint64_t { kTrain = 0, kVal = 1 };
+
+// The (width, height) of image `index` of either split.
+std::array<int64_t, 2> synth_image_size(const SynthOptions& options, int64_t index);
 
 // Image `index` of `split`, as write_synthetic_dataset draws it.
 SynthImage render_synthetic_image(const SynthOptions& options, SynthSplit split, int64_t index);

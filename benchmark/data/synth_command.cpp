@@ -1,11 +1,16 @@
 #include "benchmark/data/synth_command.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "benchmark/data/synth.h"
 #include "logging/arguments.h"
@@ -26,6 +31,9 @@ options:
   --train N            training images                                            [320]
   --val M              validation images                                          [64]
   --size S | WxH       image size in pixels                                       [128]
+  --sizes-from FILE    the sizes of a COCO annotation file's images instead, taken in turn
+                       (image i of a split: the file's image i mod its count), e.g.
+                       benchmark/perf/coco_train2017_sizes.json: genuine COCO train2017 sizes
   --seed K             generator seed                                             [1]
   --objects MIN-MAX    objects per image, 1 <= MIN <= MAX <= 8                     [1-3]
   --scale MIN-MAX      object extent as a fraction of the short side (<= 0.9)     [0.25-0.6]
@@ -34,6 +42,11 @@ options:
   --quiet              no progress line
 
 exit status: 0 written, 1 an error while writing, 2 bad arguments
+
+examples:
+  mlperf-maskrcnn synth --out data/synthetic
+  mlperf-maskrcnn synth --out /tmp/coco-sized --train 720 --val 64 \
+      --sizes-from benchmark/perf/coco_train2017_sizes.json
 )";
 
 int64_t parse_int(std::string_view flag, std::string_view v) {
@@ -60,6 +73,24 @@ std::pair<std::string_view, std::string_view> split_range(std::string_view flag,
   return {v.substr(0, dash), v.substr(dash + 1)};
 }
 
+// The (width, height) of every image record of a COCO annotation file, in its order; throws
+// std::invalid_argument naming the file when it cannot be read or holds no such record.
+std::vector<std::array<int64_t, 2>> coco_image_sizes(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("--sizes-from " + path + ": cannot be read");
+  std::vector<std::array<int64_t, 2>> sizes;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& image : doc.at("images"))
+      sizes.push_back({image.at("width").get<int64_t>(), image.at("height").get<int64_t>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument("--sizes-from " + path + ": not a COCO annotation file with image sizes (" +
+                                e.what() + ")");
+  }
+  if (sizes.empty()) throw std::invalid_argument("--sizes-from " + path + ": no image records");
+  return sizes;
+}
+
 // The options, validated (SynthOptions::validate names the option and the value it refuses);
 // throws cli::UsageError (or std::invalid_argument from a malformed or out-of-range value).
 SynthOptions read_options(const cli::Arguments& args) {
@@ -77,6 +108,10 @@ SynthOptions read_options(const cli::Arguments& args) {
       o.width = parse_int("--size", std::string_view(v).substr(0, x));
       o.height = parse_int("--size", std::string_view(v).substr(x + 1));
     }
+  }
+  if (args.has("--sizes-from")) {
+    if (args.has("--size")) throw cli::UsageError("--size and --sizes-from exclude each other");
+    o.sizes = coco_image_sizes(args.value("--sizes-from"));
   }
   o.seed = static_cast<uint64_t>(args.integer("--seed", static_cast<long long>(o.seed), {0, 9.2e18}));
   if (args.has("--objects")) {
@@ -107,7 +142,7 @@ SynthOptions read_options(const cli::Arguments& args) {
 }  // namespace
 
 int synth_main(int argc, char** argv) {
-  const cli::Arguments args(argc, argv, {.with_value = {"--out", "--train", "--val", "--size", "--seed", "--objects",
+  const cli::Arguments args(argc, argv, {.with_value = {"--out", "--train", "--val", "--size", "--sizes-from", "--seed", "--objects",
                                                         "--scale", "--quality", "--threads"},
                                          .switches = {"--quiet"},
                                          .positional = {0, 0, "no positional arguments"}});
@@ -121,11 +156,12 @@ int synth_main(int argc, char** argv) {
   const SynthSummary s = write_synthetic_dataset(o);
   std::fprintf(stderr,
                "synth: wrote %lld training images (%lld objects) and %lld validation images "
-               "(%lld objects) of %lldx%lld to %s in %.2f s\n",
+               "(%lld objects) of %s to %s in %.2f s\n",
                static_cast<long long>(s.train_images), static_cast<long long>(s.train_objects),
                static_cast<long long>(s.val_images), static_cast<long long>(s.val_objects),
-               static_cast<long long>(o.width), static_cast<long long>(o.height), o.out_dir.c_str(),
-               s.seconds);
+               o.sizes.empty() ? (std::to_string(o.width) + "x" + std::to_string(o.height)).c_str()
+                               : (std::to_string(o.sizes.size()) + " sizes").c_str(),
+               o.out_dir.c_str(), s.seconds);
   return 0;
 }
 

@@ -12,6 +12,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "benchmark/data/coco_dataset.h"
 #include "benchmark/data/image_codec.h"
 #include "benchmark/data/loader.h"
@@ -203,6 +205,32 @@ TEST(Synth, AnnotationsAreExactPolygonsInsideTheImage) {
   }
   EXPECT_GE(objects, 30);
   o.max_objects = 9;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+}
+
+// With sizes (synth --sizes-from): image i of each split takes sizes[i mod n], in the JPEG, the
+// annotation record and the objects' bounds, in both orientations.
+TEST(Synth, ImagesTakeTheGivenSizesInTurn) {
+  TempDir dir("synth-sizes");
+  SynthOptions o = small_synth(dir.path() / "s", 2);
+  o.sizes = {{96, 64}, {48, 80}, {64, 64}};
+  write_synthetic_dataset(o);
+  std::ifstream annotations(dir.path() / "s/annotations/instances_train2017.json");
+  const nlohmann::json train = nlohmann::json::parse(annotations);
+  ASSERT_EQ(train["images"].size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    const auto& want = o.sizes[i % 3];
+    EXPECT_EQ(train["images"][i]["width"], want[0]) << i;
+    EXPECT_EQ(train["images"][i]["height"], want[1]) << i;
+    const SynthImage img = render_synthetic_image(o, SynthSplit::kTrain, static_cast<int64_t>(i));
+    EXPECT_EQ(img.image.width, want[0]);
+    EXPECT_EQ(img.image.height, want[1]);
+    for (const SynthObject& obj : img.objects) {
+      EXPECT_LE(obj.bbox[0] + obj.bbox[2], static_cast<double>(want[0]));
+      EXPECT_LE(obj.bbox[1] + obj.bbox[3], static_cast<double>(want[1]));
+    }
+  }
+  o.sizes.push_back({16, 64});
   EXPECT_THROW(o.validate(), std::invalid_argument);
 }
 
