@@ -172,6 +172,13 @@ void ModelOptions::validate() const {
   validate_mask_head(mask_head);
 }
 
+ModelOptions reference_options() {
+  ModelOptions o;
+  o.rpn.proposals_inside_image = false;
+  o.mask_padding = false;
+  return o;
+}
+
 ModelOptions torchvision_options(int num_classes) {
   ModelOptions o;
   o.num_classes = num_classes;

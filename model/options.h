@@ -214,6 +214,15 @@ struct ModelOptions {
   void validate() const;
 };
 
+// The MLPerf reference's network and arithmetic (maskrcnn-benchmark as the MLPerf Training
+// reference configures e2e_mask_rcnn_R_50_FPN_1x): these defaults without the project's two
+// padding-invariance switches, which the reference does not have (mask_padding and
+// rpn.proposals_inside_image off: features near an image's border see its padding, and every cell
+// of the padded batch proposes). What a closed-division system computes
+// (config::closed_division_violations), apart from the speed paths that change no result beyond
+// rounding.
+ModelOptions reference_options();
+
 // torchvision's maskrcnn_resnet50_fpn (FrozenBatchNorm2d backbone, trainable_layers 3) expressed
 // in these options: stride in the 3x3, anchor strides inferred from the padded size, every cell
 // proposing, no straddle filter, proposal min size 1e-3, post-NMS counts per image, box loss

@@ -568,6 +568,35 @@ bool check_rule(std::string_view key, const ConfiguredValue& value, const std::s
   return false;
 }
 
+// The model keys a closed system may set freely: the speed paths, which change no result beyond
+// rounding (graphs, streams, layouts, precision, the fused bottlenecks, the mask head's bucket, the
+// CPU's own weight gradient, which random stream the samplers draw from), and the proposal count
+// that hyperparameters.num_image_candidates sets under its own rule (per image or per batch, as
+// the rules allow either). Every other key must hold the reference's value.
+constexpr std::string_view kClosedFreeModelKeys[] = {
+    "model.backbone.fused_conv_relu", "model.mask_head.roi_bucket", "model.head_streams",
+    "model.cuda_graph_shapes",        "model.channels_last",        "model.precision",
+    "model.cpu_own_weight_grad",      "model.sampling_streams",     "model.rpn.post_nms_top_n_train",
+    "model.rpn.post_nms_per_batch_train",
+};
+
+// Adds "model.<key> <value>: the closed division computes what the reference computes (<value>)"
+// for every key of `got` whose value differs from `reference`'s, outside kClosedFreeModelKeys.
+void model_departures(const Json& got, const Json& reference, const std::string& path, std::vector<std::string>& out) {
+  for (const auto& [key, want] : reference.items()) {
+    const std::string at = path + "." + key;
+    if (std::find(std::begin(kClosedFreeModelKeys), std::end(kClosedFreeModelKeys), at) != std::end(kClosedFreeModelKeys))
+      continue;
+    const Json& have = got.at(key);
+    if (want.is_object()) {
+      model_departures(have, want, at, out);
+    } else if (have != want) {
+      out.push_back(at + " " + have.dump() + ": the closed division computes what the reference computes (" +
+                    want.dump() + ")");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> closed_division_violations(const SystemConfig& c) {
@@ -602,12 +631,7 @@ std::vector<std::string> closed_division_violations(const SystemConfig& c) {
   }
   if (c.data.transform.flip_probability != 0.5)
     out.push_back("data.flip_probability " + fmt(c.data.transform.flip_probability) + ": the reference flips with p=0.5");
-  const auto& m = c.model_section;
-  if (m.backbone.depth != 50 || m.backbone.base_channels != 64 || m.backbone.norm != model::NormKind::kFrozenBatchNorm ||
-      m.fpn.out_channels != 256 || m.box_head.representation_size != 1024 || m.mask_head.conv_channels != 256 ||
-      m.mask_head.num_convs != 4 || m.num_classes != 81)
-    out.push_back("model: the closed division trains the reference network (ResNet-50 with frozen batch norm, "
-                  "FPN 256, box head 1024, mask head 4x256, 81 classes)");
+  model_departures(model::to_json(c.model_section), model::to_json(model::reference_options()), "model", out);
   return out;
 }
 

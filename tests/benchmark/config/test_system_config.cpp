@@ -293,6 +293,64 @@ TEST(SystemConfig, ClosedDivisionRefusesWhatTheRulesForbidAndSaysTheRule) {
             "");
 }
 
+// A closed file computes what the reference computes: its model section is
+// model::reference_options() on every key but the speed paths (no padding masks, every cell of the
+// padded batch proposing, the straddle filter at 0), and config refuses a departure naming the key.
+TEST(SystemConfig, ClosedFilesComputeTheReferenceArithmetic) {
+  const std::vector<std::string> free_keys = {"cuda_graph_shapes", "channels_last", "precision", "head_streams",
+                                              "cpu_own_weight_grad", "sampling_streams"};
+  auto comparable = [&](Json j) {
+    for (const auto& k : free_keys) j.erase(k);
+    j["backbone"].erase("fused_conv_relu");
+    j["mask_head"].erase("roi_bucket");
+    j["rpn"].erase("post_nms_top_n_train");
+    j["rpn"].erase("post_nms_per_batch_train");
+    return j;
+  };
+  const model::ModelOptions reference = model::reference_options();
+  EXPECT_FALSE(reference.mask_padding);
+  EXPECT_FALSE(reference.rpn.proposals_inside_image);
+  EXPECT_EQ(reference.rpn.straddle_threshold, 0.0);
+  EXPECT_TRUE(reference.backbone.stride_in_1x1);
+  int closed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kSystems)) {
+    if (e.path().extension() != ".json") continue;
+    const SystemConfig c = load_system_config(e.path().string());
+    if (c.submission.division != "closed") continue;
+    SCOPED_TRACE(c.name);
+    ++closed;
+    EXPECT_EQ(comparable(model::to_json(c.model_section)), comparable(model::to_json(reference)));
+    const model::ModelOptions m = model_options(c);
+    EXPECT_FALSE(m.mask_padding);
+    EXPECT_FALSE(m.rpn.proposals_inside_image);
+  }
+  EXPECT_EQ(closed, 17);  // 15 AWS files, 2 Habana files
+
+  const std::string p5 = "aws-p5.48xlarge.json";
+  EXPECT_NE(error_of({"model.mask_padding=true"}, p5)
+                .find("\n  - model.mask_padding true: the closed division computes what the reference computes (false)"),
+            std::string::npos)
+      << error_of({"model.mask_padding=true"}, p5);
+  EXPECT_NE(error_of({"model.rpn.proposals_inside_image=true"}, p5).find("model.rpn.proposals_inside_image true:"),
+            std::string::npos);
+  EXPECT_NE(error_of({"model.rpn.straddle_threshold=-1"}, p5).find("model.rpn.straddle_threshold -1.0:"),
+            std::string::npos)
+      << error_of({"model.rpn.straddle_threshold=-1"}, p5);
+  EXPECT_NE(error_of({"model.backbone.depth=101"}, p5).find("model.backbone.depth 101: "), std::string::npos);
+  EXPECT_NE(error_of({"model.box_head.box_loss_beta=0.1111"}, p5).find("model.box_head.box_loss_beta 0.1111: "),
+            std::string::npos);
+  // Two departures, two lines.
+  const std::string two = error_of({"model.mask_padding=true", "model.backbone.stride_in_1x1=false"}, p5);
+  EXPECT_NE(two.find("model.mask_padding true"), std::string::npos);
+  EXPECT_NE(two.find("model.backbone.stride_in_1x1 false"), std::string::npos);
+  // The speed paths stay free, and an open copy may depart.
+  EXPECT_EQ(error_of({"model.mask_head.roi_bucket=128", "model.backbone.fused_conv_relu=false",
+                      "model.sampling_streams=\"shared\"", "model.head_streams=true"},
+                     p5),
+            "");
+  EXPECT_EQ(error_of({"model.mask_padding=true", "submission.division=\"open\"", "system.division=\"open\""}, p5), "");
+}
+
 // A scratch system file: cpu-dev.json with `edit` applied to its JSON.
 struct ScratchSystem {
   std::filesystem::path path;
