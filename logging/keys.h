@@ -63,6 +63,9 @@ inline constexpr std::string_view kRankStepSeconds = "rank_step_seconds";
 // A measurement (run.max_steps_per_epoch > 0): the steps each epoch was cut to, logged once after
 // run_start, so that its log alone says how many steps an epoch's time holds.
 inline constexpr std::string_view kMaxStepsPerEpoch = "max_steps_per_epoch";
+// run.warm_up: logged once before init_stop, its value the warm-up's seconds; its metadata the
+// shapes, the training passes, the mask head's RoI counts and the CUDA graphs captured.
+inline constexpr std::string_view kInitWarmUp = "init_warm_up";
 inline constexpr std::string_view kResumedFromCheckpoint = "resumed_from_checkpoint";
 inline constexpr std::string_view kRunFingerprint = "run_fingerprint";  // its summary; the file beside the log
 

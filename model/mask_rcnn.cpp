@@ -5,6 +5,8 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+
 #include "model/autocast.h"
 #include "model/backbone/conv_norm.h"
 #include "model/backbone/padding_masks.h"
@@ -169,6 +171,35 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
     heads_->join(ready);
   }
   return out;
+}
+
+void MaskRCNNImpl::warm_up_mask_head(const Batch& batch, const std::vector<int64_t>& roi_counts) {
+  check_batch(batch, options_.num_classes, /*need_targets=*/false);
+  const c10::Device dev = device();
+  AutocastGuard autocast(options_.precision, dev.type());
+  std::vector<at::Tensor> feats;
+  {
+    c10::NoGradGuard no_grad;
+    feats = features(batch);
+  }
+  // Leaves of their own, so that the pooling's backward runs as in a step (into nothing kept).
+  for (at::Tensor& f : feats) f = f.detach().requires_grad_(true);
+  const int64_t images = batch.images.size(0);
+  const double h = static_cast<double>(batch.images.size(2)), w = static_cast<double>(batch.images.size(3));
+  const double smallest = std::min(h, w);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(dev);
+  for (const int64_t k : roi_counts) {
+    if (k <= 0) continue;
+    // k centred squares over the batch's images, 16 pixels to the image's short side (every
+    // pyramid level pooled from), one class each in turn.
+    const at::Tensor i = at::arange(k, f32);
+    const at::Tensor side = i.remainder(32).mul((smallest - 16) / 32).add(16);
+    const at::Tensor x1 = side.mul(-0.5).add(w / 2), y1 = side.mul(-0.5).add(h / 2);
+    const at::Tensor rois = at::stack({i.remainder(images), x1, y1, x1 + side, y1 + side}, 1);
+    const at::Tensor labels =
+        at::arange(k, at::TensorOptions().dtype(at::kLong).device(dev)).remainder(options_.num_classes - 1).add(1);
+    roi_heads->mask_logits(feats, rois, labels).to(at::kFloat).sum().backward();
+  }
 }
 
 std::vector<Detections> MaskRCNNImpl::inference(const Batch& batch) {

@@ -75,6 +75,13 @@ class MaskRCNNImpl : public torch::nn::Module {
   // coordinates to map back to; when undefined, the resized image is the original.
   std::vector<Detections> inference(const Batch& batch);
 
+  // The mask branch (pooling, head, predictor) forward and backward once for each RoI count of
+  // `roi_counts`, on the features of `batch` and under the network's precision, as a training
+  // step runs it: so that a device makes its per-shape plans (cuDNN's) for those counts before a
+  // timed run meets them. No loss is returned and no random stream is drawn from; the gradients it
+  // leaves on the parameters are the caller's to drop.
+  void warm_up_mask_head(const Batch& batch, const std::vector<int64_t>& roi_counts);
+
   // Re-initializes every weight (from scratch; frozen norms become the identity).
   void init_weights(at::Generator gen);
 

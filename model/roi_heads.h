@@ -85,6 +85,11 @@ class RoIHeadsImpl : public torch::nn::Module {
 
   void init_weights(at::Generator gen);
 
+  // The mask branch's logits of each RoI's own class: rois [K, 5] pooled from P2..P5, padded to
+  // mask_head.roi_bucket rows as training pads them, [K, 2R, 2R] (what the mask loss reads).
+  at::Tensor mask_logits(const std::vector<at::Tensor>& features, const at::Tensor& rois,
+                         const at::Tensor& labels);
+
   BoxHead box_head{nullptr};
   BoxPredictor box_predictor{nullptr};
   MaskHead mask_head{nullptr};
@@ -127,10 +132,6 @@ class RoIHeadsImpl : public torch::nn::Module {
   // Pools rois [K, 5] from P2..P5.
   at::Tensor pool(const std::vector<at::Tensor>& features, const at::Tensor& rois,
                   int64_t resolution, int64_t sampling_ratio, bool aligned) const;
-
-  // Mask logits [K, M, M] of rois [K, 5], each of its class labels[k].
-  at::Tensor mask_logits(const std::vector<at::Tensor>& features, const at::Tensor& rois,
-                         const at::Tensor& labels);
 
   int64_t num_classes_;
   BoxHeadOptions box_options_;

@@ -85,6 +85,11 @@ constexpr Rule kConfigRules[] = {
     {"run.cuda_graph_shapes", true,
      "graphs replay the same operations (bit-identical when rehearsed on the CPU), but no GPU comparison has "
      "been made: treated as a possible difference"},
+    {"run.warm_up", false,
+     "the warm-up before run_start trains nothing: a warmed network trains bit for bit as a cold one (tested on "
+     "the CPU)"},
+    {"run.cudnn_benchmark", true, "cuDNN's benchmarking picks convolution algorithms by their timings: values "
+                                  "may differ by rounding"},
     {"model.head_streams", true,
      "the loss heads on CUDA streams of their own run the same kernels on the same samples, but no GPU "
      "comparison has been made: treated as a possible difference"},
@@ -120,6 +125,8 @@ constexpr std::pair<std::string_view, std::string_view> kConfigDefaults[] = {
     {"model.mask_head.roi_bucket", "0"},  // the mask head's RoIs unpadded
     {"model.backbone.fused_conv_relu", "false"},  // LibTorch's convolution, bias add and ReLU
     {"data.pad_to_shapes", "[]"},  // each batch padded to its own size
+    {"run.warm_up", "false"},          // nothing run before run_start
+    {"run.cudnn_benchmark", "false"},  // cuDNN's heuristics pick the algorithms
 };
 
 bool absent_default(const std::string& key, const std::pair<std::string, std::string>& v) {

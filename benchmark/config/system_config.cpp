@@ -81,6 +81,8 @@ void fields(V& v, RunSettings& s) {
   v("cache_clear", s.cache_clear);
   v("results_every_steps", s.results_every_steps, {.range = {.min = 1, .max = 100000}});
   v("cuda_graph_shapes", s.cuda_graph_shapes, {.range = {.min = 0, .max = 1024}});
+  v("warm_up", s.warm_up);
+  v("cudnn_benchmark", s.cudnn_benchmark);
 }
 
 template <class V>
@@ -338,6 +340,14 @@ void validate(const SystemConfig& c) {
   // bf16 on CUDA: autocast bfloat16, no loss scaling (Ampere and newer; a V100 emulates it slowly).
   if (c.run.cuda_graph_shapes > 0 && !cuda)
     fail_at(c, "run.cuda_graph_shapes", "CUDA graphs need run.device \"cuda\", not \"" + device + "\" (set 0)");
+  if (c.run.cudnn_benchmark && !cuda)
+    fail_at(c, "run.cudnn_benchmark", "cuDNN's benchmarking is for CUDA devices: run.device \"" + device +
+                                          "\" has none (set false)");
+  if (c.run.cudnn_benchmark && c.run.deterministic)
+    fail_at(c, "run.cudnn_benchmark", "benchmarking picks algorithms by their timings, which run.deterministic "
+                                      "excludes (set one of them false)");
+  if (c.run.warm_up && c.data.pad_to_shapes.empty())
+    fail_at(c, "run.warm_up", "the warm-up runs the batch shapes a run will meet: set data.pad_to_shapes");
   if (c.model_section.head_streams && !cuda)
     fail_at(c, "model.head_streams", "the loss heads' streams are CUDA streams: run.device \"" + device +
                                          "\" has none (set false)");

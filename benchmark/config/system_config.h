@@ -110,6 +110,17 @@ struct RunSettings {
   // CUDA: training replays the backbone, FPN and RPN head from CUDA graphs for up to this many
   // padded batch shapes (model::FeatureGraphs); 0: no graphs.
   int64_t cuda_graph_shapes = 0;
+  // Before run_start, untimed (inside MLPerf's init): each of data.pad_to_shapes through the
+  // network's forward and backward on synthetic batches of the rank's size (no dataset file read,
+  // no update, no random stream of the run drawn from), capturing its CUDA graphs; and the mask
+  // head at every RoI count its bucket lets a step meet. A device's per-shape work (graph
+  // capture, cuDNN plans and benchmarking) is then done before the clock (run/warm_up.h).
+  // Needs data.pad_to_shapes.
+  bool warm_up = false;
+  // CUDA: cuDNN times its algorithms for each new convolution shape and keeps the fastest
+  // (LibTorch's benchmark mode). Worth it only where the shapes are few and warmed before the
+  // clock (warm_up): each new shape is timed where it is first met. Not with deterministic.
+  bool cudnn_benchmark = false;
 };
 
 struct DataSettings {

@@ -48,6 +48,7 @@ void apply_launch_settings(const SystemConfig& c, int local_rank) {
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   }
+  if (c.run.cudnn_benchmark) at::globalContext().setBenchmarkCuDNN(true);  // config refuses it with deterministic
   // Kernels and allocations without an explicit device go to the rank's own GPU.
   if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(device);
 }

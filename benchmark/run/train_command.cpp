@@ -19,6 +19,7 @@
 #include "benchmark/run/run_fingerprint.h"
 #include "benchmark/run/run_folder.h"
 #include "benchmark/run/stop_signal.h"
+#include "benchmark/run/warm_up.h"
 #include "benchmark/train/checkpoint.h"
 #include "logging/console.h"
 #include "logging/keys.h"
@@ -327,6 +328,21 @@ int train_main(int argc, char** argv) {
     trainer.load_state(in.resume->trainer);
   }
   if (comm->world_size() > 1) broadcast_weights(model, *comm);
+  if (cfg.run.warm_up) {
+    const WarmUpPlan plan = warm_up_plan(cfg.data.pad_to_shapes, cfg.images_per_rank(), config::model_options(cfg));
+    const WarmUpReport r = warm_up(net, plan, device);
+    logging::Json shapes = logging::Json::array();
+    for (const data::ImageSize& s : plan.shapes) shapes.push_back({s.height, s.width});
+    mllog.log(key::kInitWarmUp, r.seconds,
+              logging::Json{{"shapes", shapes}, {"batches", r.batches}, {"mask_head_rois", plan.mask_head_rois},
+                   {"graphs_captured", r.graphs_captured}});
+    if (main_rank)
+      logging::info(logging::strprintf("warm-up before run_start: %zu shapes, %lld passes, the mask head at %lld RoI "
+                                       "counts, %lld graphs captured, %.1f s",
+                                       plan.shapes.size(), static_cast<long long>(r.batches),
+                                       static_cast<long long>(r.mask_head_sizes),
+                                       static_cast<long long>(r.graphs_captured), r.seconds));
+  }
   mllog.log(key::kInitStop);
 
   const int status = run_timed(in, mllog, model, trainer, *comm, device, folder, fingerprint ? &*fingerprint : nullptr);

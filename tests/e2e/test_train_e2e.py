@@ -6,7 +6,9 @@
 2. A run resumed from the first epoch's checkpoint reproduces the uninterrupted run's later
    losses and accuracy exactly, and its log says it was resumed.
 3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
-   both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0).
+   both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0); it pads
+   its batches to one fixed shape and warms that shape before run_start (run.warm_up), as does the
+   second run of 1, whose losses the warm-up leaves bit for bit as they were.
 4. Each epoch's validation inference is timed (log and metrics agree, within its interval), and
    `run_scripts/plot_run.py` breaks the time to train down into parts that add up to it.
 5. `predict` and `eval` give the same detections (boxes with the data's box convention, scores,
@@ -30,6 +32,20 @@ def train(data, out, *extra):
     return p, run_dir.resolve()
 
 
+def check_warm_up(log, shapes):
+    """run.warm_up: one init_warm_up event inside init (after init_start, before init_stop and
+    run_start), over the configured shapes; the data is first read after run_start (train_samples,
+    logged when the training data is opened, is the first event that reads a dataset file)."""
+    recs = env.mllog_records(log)
+    keys = [r["key"] for r in recs]
+    warm = [r for r in recs if r["key"] == "init_warm_up"]
+    assert len(warm) == 1, keys
+    i = keys.index("init_warm_up")
+    assert keys.index("init_start") < i < keys.index("init_stop") < keys.index("run_start") < keys.index("train_samples"), keys
+    assert warm[0]["metadata"]["shapes"] == shapes and warm[0]["metadata"]["batches"] == 2 * len(shapes), warm
+    assert warm[0]["value"] > 0, warm
+
+
 def main():
     with env.scratch_dir("e2e") as tmp:
         tmp = pathlib.Path(tmp)
@@ -45,8 +61,12 @@ def main():
         prep = env.run([env.mlperf_maskrcnn(), "data", "prepare", data, "--system", SYSTEM])
         assert prep.returncode == 0 and (data / "annotations" / "instances_train2017.mrcnn-index").is_file(), \
             prep.stdout + prep.stderr
-        pb, b = train(data, tmp / "b", *fixed)  # data.annotation_source "auto": the index
+        # Run b also warms up before run_start, at a shape no batch fits (so that every batch keeps
+        # its own size, as run a's): the warm-up trains nothing, so the losses stay a's.
+        pb, b = train(data, tmp / "b", *fixed, "--set", "run.warm_up=true",  # annotation_source "auto": the index
+                      "--set", "data.pad_to_shapes=[[32, 32]]")
         assert pb.returncode == 3, pb.stderr[-3000:]
+        check_warm_up(b / "mlperf_log.txt", [[32, 32]])
         sources = []
         for run in (a, b):
             samples = [r for r in env.mllog_records(run / "mlperf_log.txt") if r["key"] == "train_samples"]
@@ -99,10 +119,13 @@ def main():
         print(f"resume: {len(sc)} steps and epoch-2 accuracy identical to the uninterrupted run")
 
         # Lowered targets: a converged run and its log.
+        # With batches padded to one shape, warmed before run_start.
         pd, d = train(data, tmp / "d", "--set", "run.max_epochs=3", "--set", "run.target_bbox=0",
-                      "--set", "run.target_segm=0", "--seed", "12")
+                      "--set", "run.target_segm=0", "--seed", "12", "--set", "run.warm_up=true",
+                      "--set", "data.pad_to_shapes=[[128, 128]]")
         assert pd.returncode == 0, pd.stderr[-3000:]
         log = d / "mlperf_log.txt"
+        check_warm_up(log, [[128, 128]])
         text = log.read_text()
         assert '"status": "success"' in text
         assert '"annotations": "index"' in text  # the checkers below accept the project's metadata

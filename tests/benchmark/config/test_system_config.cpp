@@ -131,6 +131,9 @@ TEST(SystemConfig, AwsSystemsCarryTheMeasuredSpeedPaths) {
     EXPECT_EQ(c.model_section.mask_head.roi_bucket, 64);
     EXPECT_EQ(c.model_section.backbone.fused_conv_relu, name.starts_with("aws-p5.")) << name;
     EXPECT_FALSE(c.run.deterministic);
+    // NVIDIA's two shapes, warmed up before run_start.
+    EXPECT_TRUE(c.run.warm_up);
+    EXPECT_EQ(c.data.pad_to_shapes.size(), 2u);
   }
   EXPECT_EQ(files, 15);
   for (const char* name : {"cpu-dev.json", "habana-gaudi-hls1.json", "habana-gaudi2-hls.json"}) {
@@ -349,6 +352,21 @@ TEST(SystemConfig, ClosedFilesComputeTheReferenceArithmetic) {
                      p5),
             "");
   EXPECT_EQ(error_of({"model.mask_padding=true", "submission.division=\"open\"", "system.division=\"open\""}, p5), "");
+}
+
+// The warm-up needs the shapes it warms; cuDNN's benchmarking is CUDA's and not deterministic.
+TEST(SystemConfig, WarmUpAndBenchmarkingAreRefusedWhereTheyCannotApply) {
+  EXPECT_NE(error_of({"run.warm_up=true"}).find("run.warm_up: the warm-up runs the batch shapes a run will meet: set "
+                                                "data.pad_to_shapes"),
+            std::string::npos)
+      << error_of({"run.warm_up=true"});
+  EXPECT_EQ(error_of({"run.warm_up=true", "data.pad_to_shapes=[[128, 128]]"}), "");
+  EXPECT_NE(error_of({"run.cudnn_benchmark=true"}).find("run.cudnn_benchmark: cuDNN's benchmarking is for CUDA devices"),
+            std::string::npos);
+  const std::string p5 = "aws-p5.48xlarge.json";
+  EXPECT_EQ(error_of({"run.cudnn_benchmark=true"}, p5), "");
+  EXPECT_NE(error_of({"run.cudnn_benchmark=true", "run.deterministic=true"}, p5).find("run.deterministic excludes"),
+            std::string::npos);
 }
 
 // A scratch system file: cpu-dev.json with `edit` applied to its JSON.
