@@ -28,7 +28,7 @@
 #                                 configure the project with its CUDA kernels. "profile"
 #                                 (benchmark/perf/profile_step.py) writes OUT/profile/: ours and
 #                                 torchvision's Kineto traces of 3 consecutive steps after 5 warm-up
-#                                 (R50-FPN, float16, channels-last, batch 8), their tables
+#                                 (R50-FPN, float16, channels-last, batch 12), their tables
 #                                 (trace_summary.py), A/B timings and the allocator's figures; its
 #                                 PROFILE lines go into the summary. It needs bench_model_train_step,
 #                                 as steps does; MRCNN_STAGE_TIMEOUT=420 suits it. "nccl" runs
@@ -39,8 +39,10 @@
 #              MRCNN_STEP_CASES   the train-step comparisons, as BATCH:CHANNELS_LAST pairs, with
 #                                 ":g" for ours with CUDA graphs (backbone, FPN, RPN head)
 #                                 (default: "2:1 2:0 4:1 4:0 8:1 8:0 8:1:g"),
-#              MRCNN_EPOCH_IMAGES training images of the synthetic epoch (default 256),
-#              MRCNN_EPOCH_SIZE   their size (default 640x480, COCO's average),
+#              MRCNN_EPOCH_IMAGES training images of the synthetic epoch (default 720: 60 steps),
+#              MRCNN_EPOCH_SIZE   their size: "coco" (default: genuine COCO train2017 sizes, both
+#                                 orientations, benchmark/perf/coco_train2017_sizes.json) or WxH,
+#              MRCNN_EPOCH_BATCH  images a step of the p5 system's epoch (default 12, its own),
 #              MRCNN_GPU_CHECK_BUILD  an existing build to use instead of OUT/build,
 #              MRCNN_GPU_REHEARSAL=1  a rehearsal without a GPU, to find mistakes before device
 #                                 time is spent: cuda_tests is left out; the op comparison runs
@@ -48,8 +50,8 @@
 #                                 comparisons (the small network, float16, 2 steps), the profile
 #                                 (the small network, float32: 1 warm-up and 3 profiled steps, A/B
 #                                 at batch 2 with 2 steps; the traces hold no GPU activity and say
-#                                 so) and the epoch (fp32); use small MRCNN_EPOCH_IMAGES and
-#                                 MRCNN_EPOCH_SIZE.
+#                                 so) and the epoch (fp32, 160 pixels); use small
+#                                 MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_BATCH.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -300,13 +302,14 @@ if wants steps; then
 fi
 
 # ---- 6. one case profiled ---------------------------------------------------------------------
-# ResNet-50-FPN at 800x1333, float16 autocast, channels-last, batch 8: each side's trace of 3
-# consecutive steps after 5 warm-up steps, the tables of both, A/B timings (one process per
-# variant) and the allocator's figures, in OUT/profile/ (at most 8 files of <= 16 MiB: what a
-# visit brings back; benchmark/perf/gpu_profiles/README.md says where they go).
+# ResNet-50-FPN at 800x1333, float16 autocast, channels-last, batch 12 (the p5 system's images per
+# GPU; ours traced in that system's model options): each side's trace of 3 consecutive steps after
+# 5 warm-up steps, the tables of both, A/B timings (one process per variant; the systems rows at
+# batch 8 and 12) and the allocator's figures, in OUT/profile/ (at most 8 files of <= 16 MiB: what
+# a visit brings back; benchmark/perf/gpu_profiles/README.md says where they go).
 if wants profile; then
   if [[ -x "$build/benchmark/perf/bench_model_train_step" ]]; then
-    run=(--config full --device cuda --precision fp16 --batch 8 --warmup 5 --steps 3 --ab-batches 2,8,12
+    run=(--config full --device cuda --precision fp16 --batch 12 --warmup 5 --steps 3 --ab-batches 2,8,12
          --ab-steps 10 --threads 8)
     ((rehearsal)) && run=(--config small --device cpu --precision fp32 --batch 8 --warmup 1 --steps 3
                           --ab-batches 2 --ab-steps 2 --threads "$jobs")
@@ -350,18 +353,26 @@ if wants nccl; then
     sed 's/^/[gpu_check]   NCCL_PROBE /' | tee -a "$summary" >&2
 fi
 
-# ---- 8. one epoch on synthetic COCO-sized JPEGs, on the GPU, checked ----------------------------
-# As a user trains: JPEGs of COCO's average size (640x480, resized to 800 on the short side by
-# the loader) decoded by the real loader on all the machine's cores. The epoch's images/s, set
-# beside the step's (the steps and profile stages), says whether the loader keeps up; then two
-# deterministic epochs must audit as bit-identical.
+# ---- 8. one epoch of the p5 system's own configuration, on synthetic JPEGs of COCO's sizes --------
+# As the p5 system trains: its file itself (closed-division arithmetic, the mask head's bucket, the
+# fused bottlenecks, batches padded to its two shapes and warmed up before run_start), on one GPU
+# at its 12 images per GPU, through NCCL where the program has it, the real loader decoding JPEGs
+# whose sizes are genuine COCO train2017 sizes in both orientations
+# (benchmark/perf/coco_train2017_sizes.json) on all the machine's cores. The epoch's images/s and
+# its steps' own compute times, set beside the profile's bench row of the same configuration
+# (systems_mlperf_batch12), say whether the trained step is the measured one: the warm-up shows in
+# init, and no timed step is planned on the clock. Then two deterministic epochs must audit as
+# bit-identical.
 if wants epoch; then
-  images="${MRCNN_EPOCH_IMAGES:-256}"
-  size="${MRCNN_EPOCH_SIZE:-640x480}"
+  images="${MRCNN_EPOCH_IMAGES:-720}"
+  size="${MRCNN_EPOCH_SIZE:-coco}"
+  batch="${MRCNN_EPOCH_BATCH:-12}"
   val=$((images / 4 < 8 ? 8 : images / 4 > 64 ? 64 : images / 4))
   data="$out/synthetic-$size-$images"
+  sizes=(--size "$size")
+  [[ $size == coco ]] && sizes=(--sizes-from "$repo/benchmark/perf/coco_train2017_sizes.json")
   if [[ ! -f "$data/annotations/instances_val2017.json" ]]; then
-    stage synth "$exe" synth --out "$data" --train "$images" --val "$val" --size "$size" --quiet || failed=1
+    stage synth "$exe" synth --out "$data" --train "$images" --val "$val" "${sizes[@]}" --quiet || failed=1
   fi
   # The loader alone over the same images (bench_data_pipeline's BM_LoaderEpoch: read, decode,
   # resize to 800, flip, normalize, batch; no model) on the largest thread count it has that the
@@ -385,55 +396,71 @@ PY
   else
     say "bench_data_pipeline is not in $build (Google Benchmark missing): no loader figure"
   fi
-  # The p3.16xlarge system on one GPU: 8 images per step (an open-division hyperparameter set; the
-  # closed sets start at 32 images, which is 32 per GPU here), from scratch, no cache clearing,
-  # a head for the synthetic set's 4 classes, one process: through NCCL where the program has it
-  # (as the AWS systems train), else the local communicator. From scratch, because no ImageNet
-  # weights reach a machine without internet: with group norm in the backbone, as from-scratch detectors train, gradients clipped at 10 and a 50-step
-  # warm-up. The reference's frozen batch norm with identity statistics starts at a mask loss near
-  # 2,500 (on the CPU as on the GPU), overflows every float16 step and is NaN by step 11; group norm
-  # without clipping, warmed up over 10 steps, diverged at step 10 (both seen on an H200). One epoch
-  # from scratch does not reach the targets: train's exit 3 (targets not reached) is the expected end.
-  hyper='{"8": {"base_lr": 0.01, "warmup_steps": 50, "warmup_factor": 0.01, "decay_steps": [1000, 2000], "num_image_candidates": 1000}}'
+  # The p5 file on one GPU, its batch of 12 a global batch of one rank. No ImageNet weights reach a
+  # machine without internet, so the network starts from its initializer: the reference's frozen
+  # batch norm with identity statistics starts at a mask loss near 2,500 and diverges in a few
+  # float16 steps at a training learning rate (seen on an H200), so the rate is 1e-6: an epoch
+  # of steps that measures speed, not learning (open division; train's exit 3, targets not
+  # reached, is the expected end). Its heads have the synthetic set's 4 classes and background.
+  hyper="{\"$batch\": {\"base_lr\": 1e-6, \"warmup_steps\": 1, \"warmup_factor\": 1.0, \"decay_steps\": [100000, 200000], \"num_image_candidates\": $((1000 * batch))}}"
   on_cpu=()
-  # The rehearsal also resizes to 160 pixels (not 800): the same command and code path, 25 times
-  # fewer pixels for a CPU (an epoch rehearsal took 600 s of CI at 800).
+  # The rehearsal also resizes to 160 pixels (not 800), pads to shapes of that size, and samples 64
+  # RoIs an image (the mask head's warm-up then meets one bucket, not 24): the same command and
+  # code path, far fewer FLOPs for a CPU. The fused bottlenecks are cuDNN's: off there.
   ((rehearsal)) && on_cpu=(--set 'run.device="cpu"' --set 'run.precision="fp32"'
-                           --set "launch.threads_per_rank=$jobs"
-                           --set 'data.min_size=160' --set 'data.max_size=200')
+                           --set "launch.threads_per_rank=$jobs" --set 'model.backbone.fused_conv_relu=false'
+                           --set 'data.min_size=160' --set 'data.max_size=200'
+                           --set 'data.pad_to_shapes=[[160, 224], [224, 160]]'
+                           --set 'model.box_head.batch_size_per_image=64')
   # epoch_run STAGE OUTDIR [TRAIN_ARGS...]: the epoch's training run as a stage.
   comm=(--set 'launch.communicator="local"') epoch_env=(env)
   ((has_nccl)) && comm=(--set 'launch.communicator="nccl"') epoch_env=("${nccl_env[@]}")
-  say "epoch: communicator ${comm[1]#launch.communicator=}"
+  say "epoch: systems/aws-p5.48xlarge.json at batch $batch, communicator ${comm[1]#launch.communicator=}"
   epoch_run() {
     local name=$1 runs=$2; shift 2
     rm -rf "$runs"
     stage "$name" "${epoch_env[@]}" bash -c '"$@"; rc=$?
       [[ $rc -eq 3 ]] && { echo "[gpu_check] targets not reached in one epoch (exit 3), as expected"; exit 0; }
-      exit $rc' train "$exe" train --system "$repo/systems/aws-p3.16xlarge.json" \
+      exit $rc' train "$exe" train --system "$repo/systems/aws-p5.48xlarge.json" \
       --set 'launch.nodes=1' --set 'launch.ranks_per_node=1' "${comm[@]}" \
       --set "run.data_dir=\"$data\"" --set "data.loader_threads=$jobs" \
       --set 'submission.division="open"' --set 'system.division="open"' \
-      --set "hyperparameters.by_global_batch_size=$hyper" --set 'hyperparameters.global_batch_size=8' \
-      --set 'hyperparameters.gradient_clip_norm=10.0' \
+      --set "hyperparameters.by_global_batch_size=$hyper" --set "hyperparameters.global_batch_size=$batch" \
       --set 'run.max_epochs=1' --set 'run.initial_weights=""' --set 'run.cache_clear=false' \
-      --set 'model.num_classes=5' --set 'model.backbone.norm="group_norm"' --set 'model.backbone.freeze_at=0' \
-      "${on_cpu[@]}" --out "$runs" --no-progress "$@"
+      --set 'model.num_classes=5' "${on_cpu[@]}" --out "$runs" --no-progress "$@"
   }
   epoch_run train_epoch "$out/runs" || failed=1
   log="$out/runs/latest/mlperf_log.txt"
   if [[ -f "$log" ]]; then
     stage log_check "$exe" check "$log" || failed=1
-    # The epoch's images/s, loader included (the trainer's cumulative rate at its last step),
-    # to set beside the steps and profile stages' step alone: close to it when the loader keeps up.
-    "$python" - "$out/runs/latest/metrics.jsonl" <<'PY' | tee -a "$summary" >&2
-import json, sys
-steps = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "step" and e.get("epoch") == 1]
+    # The epoch's images/s, loader included (the trainer's cumulative rate at its last step); the
+    # steps' own compute (median and slowest: a step planned on the clock stands out); the
+    # warm-up's time in init; the profile's bench row of the same configuration beside them.
+    "$python" - "$out/runs/latest" "$out/profile/ab.json" "$batch" <<'PY' | tee -a "$summary" >&2
+import json, pathlib, statistics, sys
+run, ab_file, batch = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[3])
+steps = [e for e in map(json.loads, open(run / "metrics.jsonl")) if e.get("event") == "step" and e.get("epoch") == 1]
+records = [json.loads(l.split(":::MLLOG ", 1)[1]) for l in open(run / "mlperf_log.txt") if ":::MLLOG " in l]
+warm = [r for r in records if r["key"] == "init_warm_up"]
+ranks = [r for r in records if r["key"] == "rank_step_seconds"]
 if not steps:
     print("EPOCH no step of epoch 1 in the metrics")
 else:
-    print(f"EPOCH steps={steps[-1]['step'] + 1} images_per_second_epoch={steps[-1]['images_per_s']:.1f} "
-          "(the whole epoch, loader included)")
+    compute = [e["compute_s"] for e in steps if "compute_s" in e]
+    line = f"EPOCH steps={steps[-1]['step'] + 1} batch={batch} images_per_second_epoch={steps[-1]['images_per_s']:.1f}"
+    if compute:
+        med = statistics.median(compute)
+        line += f" compute_median_ms={med * 1e3:.1f} compute_slowest_ms={max(compute) * 1e3:.1f} slowest_over_median={max(compute) / med:.2f}"
+    if ranks:
+        line += f" rank_step_seconds={json.dumps(ranks[-1]['value'], separators=(',', ':'))}"
+    line += f" warm_up_s={warm[0]['value']:.1f}" if warm else " warm_up=none"
+    try:
+        row = next(v for v in json.loads(ab_file.read_text())["variants"] if v["name"] == f"systems_mlperf_batch{batch}")
+        line += (f" bench_{row['name']}_ips={row['images_per_second']:.1f}"
+                 f" epoch_over_bench={steps[-1]['images_per_s'] / row['images_per_second']:.3f}")
+    except (OSError, ValueError, StopIteration, KeyError):
+        line += " bench_row=none (no profile stage in this run)"
+    print(line + " (the whole epoch, loader included)")
 PY
   else
     say "no MLPerf log from the epoch run"

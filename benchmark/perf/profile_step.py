@@ -8,10 +8,11 @@ at --batch images. Each process below is a separate run:
   ours          --warmup steps, --ab-steps timed steps (unprofiled: images/s), one untimed step
                 counting host syncs, then --steps consecutive profiled steps (Kineto CPU+CUDA,
                 input shapes, no stacks), each one mrcnn::train_step scope; with --traced systems
-                (the default) in the GPU system files' model options (the mask head's RoI bucket
-                and the fused bottlenecks; the bucket alone on the CPU), so that the trace shows
-                what those systems leave; with --traced default in the case's own, and then its
-                timed steps are the base A/B entry;
+                (the default) in the model options of the GPU system --system trains (its file read
+                through `mlperf-maskrcnn config`: the MLPerf arithmetic, the mask head's RoI bucket,
+                the fused bottlenecks; the fused path is CUDA's, so not on the CPU), so that the
+                trace shows what that system leaves; with --traced default in the case's own, and
+                then its timed steps are the base A/B entry;
   torchvision   the same on its AMP step (the worker's --trace --trace-steps);
   ours, memory  --warmup steps, then one profiled step with profile_memory;
   A/B           one process per variant of ours, --warmup then --ab-steps timed steps: batch sizes
@@ -27,7 +28,12 @@ at --batch images. Each process below is a separate run:
                 channels-last maps), the bottlenecks' convolutions fused with their bias, sum and
                 ReLU (backbone.fused_conv_relu), the loss heads on streams of their own, the
                 bucket, the fused bottlenecks and CUDA graphs together, and the bucket with the
-                fused bottlenecks at batch 12 (the GPU switches are not run on the CPU).
+                fused bottlenecks at batch 12 (the GPU switches are not run on the CPU); and the
+                GPU system's own model options (--system, read through `mlperf-maskrcnn config`,
+                not restated here: the MLPerf arithmetic with its speed paths) at batch 8 and 12,
+                without and with CUDA graphs, and at 12 with graphs and cuDNN benchmarking (its
+                planning in the warm-up steps, as the harness's run.warm_up does before run_start).
+                Every row gives its slowest step beside its median.
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
 Files in --out:
@@ -45,8 +51,8 @@ Usage: profile_step.py --out DIR [--config full|small] [--device cpu|cuda] [--pr
            [--batch 8] [--warmup 5] [--steps 3] [--ab-batches 2,8,12] [--ab-steps 10]
            [--ab-variants batch,mask_padding,mlperf_options,cuda_graphs,cudnn_benchmark,full_randperm,mask_roi_bucket,
                           roi_align_spatial_threads,fused_conv_relu,head_streams,
-                          combined,combined_cudnn_benchmark,systems_batch12]
-           [--channels-last 0|1] [--traced systems|default] [--threads N] [--build DIR] [--lock]
+                          combined,combined_cudnn_benchmark,systems_batch12,systems_mlperf]
+           [--channels-last 0|1] [--traced systems|default] [--system NAME] [--threads N] [--build DIR] [--lock]
 A CPU rehearsal: --config small --device cpu --precision fp32 --warmup 1 --steps 3 --ab-batches 2
 --ab-steps 2 (run_scripts/gpu_check.sh's profile stage with MRCNN_GPU_REHEARSAL=1).
 """
@@ -73,16 +79,22 @@ import torch  # noqa: E402
 MAX_FILE_MB = 16
 VARIANTS = ("batch", "mask_padding", "mlperf_options", "cuda_graphs", "cudnn_benchmark", "full_randperm",
             "mask_roi_bucket", "roi_align_spatial_threads", "fused_conv_relu", "head_streams", "combined",
-            "combined_cudnn_benchmark", "systems_batch12")
+            "combined_cudnn_benchmark", "systems_batch12", "systems_mlperf")
 # The mask head's RoIs padded to a multiple of 64 (A/B "mask_roi_bucket"), and the paths written for
 # the GPU from its first profile together (A/B "combined").
 BUCKET = {"mask_head": {"roi_bucket": 64}}
 COMBINED = dict(BUCKET, backbone={"fused_conv_relu": True})
-# What ours is traced with (--traced): the model options the GPU system files train with
-# (systems/aws-p5.48xlarge.json: the mask head's bucket and the fused bottlenecks; the fused path is
-# CUDA's alone, so a CPU rehearsal traces the bucket), or the case's own options.
-TRACED = {"systems": {"cuda": COMBINED, "cpu": BUCKET},
-          "default": {"cuda": None, "cpu": None}}
+# What ours is traced with (--traced): the model options of the GPU system --system trains
+# (system_options), or the case's own options.
+TRACED = ("systems", "default")
+# A system's model keys that set the network's size (or the run owns): the case keeps its own, as
+# its weights and batch have those shapes; every other key comes from the system file.
+SIZE_KEYS = {"": {"num_classes", "channels_last", "precision", "cuda_graph_shapes", "cpu_own_weight_grad"},
+             "backbone": {"depth", "base_channels", "norm", "group_norm_groups", "freeze_at"},
+             "fpn": {"out_channels"},
+             "rpn": {"pre_nms_top_n_train", "pre_nms_top_n_test", "post_nms_top_n_test", "batch_size_per_image"},
+             "box_head": {"representation_size", "batch_size_per_image"},
+             "mask_head": {"conv_channels", "num_convs"}}
 # The MLPerf defaults the harness trains with, where the case has torchvision's
 # (model::torchvision_options against model::ModelOptions' defaults).
 MLPERF_RPN = {"straddle_threshold": 0.0, "proposals_inside_image": True, "post_nms_per_batch_train": True}
@@ -114,6 +126,36 @@ def driver_has(bench, flag):
     return flag.encode() in pathlib.Path(bench).read_bytes()
 
 
+def system_options(build, system, device):
+    """The model options `system` (systems/<system>.json) trains with, as `mlperf-maskrcnn config`
+    resolves them, less the keys that size the network (SIZE_KEYS, the case's own), as a function
+    of the batch: its proposal count is the file's candidates per image of a GPU's batch times the
+    batch (hyperparameters.num_image_candidates over the images per rank). The fused bottlenecks
+    are CUDA's: off on the CPU."""
+    exe = pathlib.Path(build) / "benchmark" / "mlperf-maskrcnn"
+    keys = ["model", "hyperparameters", "launch.world_size"]
+    r = subprocess.run([str(exe), "config", "--system", str(cmp.REPO / "systems" / f"{system}.json")]
+                       + [a for k in keys for a in ("--print", k)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ValueError(f"mlperf-maskrcnn config --system {system}: {r.stderr.strip()[-500:]}")
+    model, hyper, world = (json.loads(line) for line in r.stdout.splitlines())
+    global_batch = hyper["global_batch_size"]
+    candidates = hyper["by_global_batch_size"][str(global_batch)]["num_image_candidates"]
+    per_image = candidates // (global_batch // world)
+    opts = {}
+    for k, v in model.items():
+        if k == "comment" or k in SIZE_KEYS[""]:
+            continue
+        opts[k] = {kk: vv for kk, vv in v.items() if kk not in SIZE_KEYS.get(k, set())} if isinstance(v, dict) else v
+    if device != "cuda":
+        opts["backbone"].pop("fused_conv_relu", None)
+
+    def at_batch(batch):
+        return dict(opts, rpn=dict(opts["rpn"], post_nms_top_n_train=per_image * (
+            batch if opts["rpn"].get("post_nms_per_batch_train") else 1)))
+    return at_batch
+
+
 def variant_case(base, work, name, options=None, cfg=None):
     """A case folder for a variant: the base case's weights, with its own options.json and, for
     another batch size (cfg), its own batch (the weights stay the base batch's)."""
@@ -139,7 +181,7 @@ def variant_case(base, work, name, options=None, cfg=None):
 def timing(name, report, batch, extra):
     step = statistics.median(report["step_seconds"])
     return {"name": name, "batch": batch, "extra_args": list(extra), "step_seconds": report["step_seconds"],
-            "median_step_s": step, "images_per_second": batch / step,
+            "median_step_s": step, "slowest_step_s": max(report["step_seconds"]), "images_per_second": batch / step,
             "peak_memory_mb": cmp.memory_mb(report), "peak_memory_kind": "GPU" if "peak_gpu_mb" in report else "RSS",
             "syncs_per_step": report.get("syncs_per_step")}
 
@@ -206,6 +248,7 @@ def profiled_runs(part, case, ns, args, traces, memory_trace, ours_case):
 # The A/B variants after the batch sizes, in their order: (variant, options, extra arguments,
 # environment, what it needs: None, "cuda", or "cudnn" for a CUDA driver with the cuDNN switch).
 _GPU = "a GPU switch: not on the CPU"
+SYSTEM = "the --system file's model options"
 AB_VARIANTS = (
     ("mask_padding", {"mask_padding": True}, [], {}, None),
     ("mlperf_options", {"rpn": MLPERF_RPN, "sampling_streams": "per_image", "mask_padding": True}, [], {}, None),
@@ -232,22 +275,38 @@ AB_VARIANTS = (
     # The systems' paths (the bucket and the fused bottlenecks, no graphs) at batch 12: NVIDIA's
     # per-GPU batch, where its published harness trains at 195-204 images/s per H100.
     ("systems_batch12", COMBINED, [], {}, "cuda", 12),
+    # The GPU system's own model options (--system, through config: the MLPerf arithmetic, its
+    # speed paths) at batch 8 and 12, without and with CUDA graphs, and at 12 with graphs and cuDNN
+    # benchmarking after the warm-up steps: what that system trains. On the CPU without the GPU
+    # switches (graphs, benchmarking, the fused path).
+    ("systems_mlperf_batch8", SYSTEM, [], {}, None, 8),
+    ("systems_mlperf_batch8_graphs", SYSTEM, ["--mrcnn_cuda_graph_shapes=1"], {}, "cuda", 8),
+    ("systems_mlperf_batch12", SYSTEM, [], {}, None, 12),
+    ("systems_mlperf_batch12_graphs", SYSTEM, ["--mrcnn_cuda_graph_shapes=1"], {}, "cuda", 12),
+    ("systems_mlperf_batch12_graphs_cudnn_benchmark", SYSTEM,
+     ["--mrcnn_cuda_graph_shapes=1", "--mrcnn_cudnn_benchmark=1"], {}, "cudnn", 12),
 )
 
 
-def ab_plan(args, cfg, bench):
-    """The A/B variants to run, each (name, batch, cfg, options, extra args, environment), and those skipped."""
+def ab_plan(args, cfg, bench, system=None):
+    """The A/B variants to run, each (name, batch, cfg, options, extra args, environment), and those
+    skipped. `system`: system_options' function of the batch, for the SYSTEM rows."""
     plan, skipped = [], []
     if "batch" in args.ab_variants:
         for b in args.ab_batches:
             if b != args.batch:
                 plan.append((f"batch{b}", b, dict(cfg, images=b), None, [], {}))
     for name, options, extra, environ, needs, *batch in AB_VARIANTS:
-        variant = "cudnn_benchmark" if name.startswith("cudnn_benchmark_") else name
+        variant = ("cudnn_benchmark" if name.startswith("cudnn_benchmark_")
+                   else "systems_mlperf" if name.startswith("systems_mlperf") else name)
         if variant not in args.ab_variants:
             continue
+        if options is SYSTEM:
+            options = system(batch[0]) if system else None
         why = None
-        if needs and args.device != "cuda":
+        if options is None and variant == "systems_mlperf":
+            why = "the --system file's options could not be read"
+        elif needs and args.device != "cuda":
             why = _GPU
         elif needs == "cudnn" and not driver_has(bench, "cudnn_benchmark"):
             why = "bench_model_train_step has no --mrcnn_cudnn_benchmark switch"
@@ -255,15 +314,17 @@ def ab_plan(args, cfg, bench):
             plan.append((name, batch[0], dict(cfg, images=batch[0]), options, extra, environ))
         elif why is None:
             plan.append((name, args.batch, None, options, extra, environ))
+        elif variant == "systems_mlperf" and why == _GPU:
+            skipped.append({"name": name, "why": why})
         elif variant not in {v["name"] for v in skipped}:
             skipped.append({"name": variant, "why": why})
     return plan, skipped
 
 
-def ab_runs(part, args, cfg, ns, case, work, base_report):
+def ab_runs(part, args, cfg, ns, case, work, base_report, system=None):
     """ab.json's dict: the base case's timed steps (the profiled run's, where it traced the case's
     own options), then one process of ours per planned variant, the skipped."""
-    plan, skipped = ab_plan(args, cfg, ns.bench)
+    plan, skipped = ab_plan(args, cfg, ns.bench, system)
     if base_report is None and "batch" in args.ab_variants:
         plan.insert(0, (f"batch{args.batch}", args.batch, None, None, [], {}))
     ab = {"device": args.device, "precision": args.precision, "config": args.config, "base_batch": args.batch,
@@ -352,8 +413,8 @@ def ab_lines(args, ab):
     lines = ["", f"A/B, ours (one process per variant, median of {args.ab_steps} steps after {args.warmup} warm-up):"]
     for v in ab["variants"]:
         lines.append(f"PROFILE ab name={v['name']} batch={v['batch']} step_ms={v['median_step_s'] * 1e3:.1f} "
-                     f"ips={v['images_per_second']:.3f} peak_{v['peak_memory_kind'].lower()}_mb="
-                     f"{v['peak_memory_mb']:.0f}")
+                     f"slowest_ms={v['slowest_step_s'] * 1e3:.1f} ips={v['images_per_second']:.3f} "
+                     f"peak_{v['peak_memory_kind'].lower()}_mb={v['peak_memory_mb']:.0f}")
     for v in ab["skipped"]:
         lines.append(f"  skipped {v['name']}: {v['why']}")
     return lines
@@ -404,11 +465,15 @@ def run(args):
         cmp.prepare(cfg, case)
         traces = {"ours": work / "ours_trace.json", "torchvision": work / "tv_trace.json"}
         memory_trace = work / "ours_memory.json"
-        traced = TRACED[args.traced][args.device]
+        system = part(f"the {args.system} system's model options (mlperf-maskrcnn config)",
+                      lambda: system_options(args.build, args.system, args.device))
+        traced = system(args.batch) if system and args.traced == "systems" else None
         reports, memory_report = profiled_runs(part, case, ns, args, traces, memory_trace,
                                                variant_case(case, work, "traced", traced) if traced else case)
         # The profiled run's timed steps are the A/B base only where it traced the base options.
-        ab = ab_runs(part, args, cfg, ns, case, work, None if traced else reports["ours"])
+        ab = ab_runs(part, args, cfg, ns, case, work, None if traced else reports["ours"], system)
+        ab["system"] = args.system
+        ab["traced_options"] = traced
         ab["traced_options"] = traced
         (out / "ab.json").write_text(json.dumps(ab, indent=1))
         # The tables of both traces; the traces themselves, gzipped.
@@ -416,7 +481,7 @@ def run(args):
         memory = memory_tables(part, memory_trace, memory_report, out)
 
     lines = header_lines(args, cfg, env)
-    lines.append(f"ours traced with --traced {args.traced}: "
+    lines.append(f"ours traced with --traced {args.traced} (--system {args.system}): "
                  + (json.dumps(ab["traced_options"]) if ab.get("traced_options") else "the case's own options")
                  + " (the A/B rows: the case's own options and each variant's)")
     lines += images_per_second_lines(args, reports)
@@ -443,8 +508,11 @@ def main():
     p.add_argument("--ab-variants", default=",".join(VARIANTS),
                    help=f"which A/B variants run, comma-separated, of {','.join(VARIANTS)}")
     p.add_argument("--channels-last", choices=["0", "1"], default="1", help="both sides' layout")
-    p.add_argument("--traced", choices=sorted(TRACED), default="systems",
-                   help="ours' traced and memory runs: with the GPU systems' speed paths (default) or the case's own options")
+    p.add_argument("--traced", choices=TRACED, default="systems",
+                   help="ours' traced and memory runs: with --system's model options (default) or the case's own")
+    p.add_argument("--system", default="aws-p5.48xlarge",
+                   help="the GPU system (systems/NAME.json) whose model options the traced run and the "
+                        "systems_mlperf rows take")
     p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     p.add_argument("--host-memory", choices=["retain", "system"], default="retain")
     p.add_argument("--build", default=str(cmp.REPO / "build"))

@@ -13,9 +13,10 @@
 4. The rehearsal (MRCNN_GPU_REHEARSAL=1) runs the op comparison, the step comparison and the
    epoch stage on the CPU with this build: two op cases against torchvision's, each reporting a
    RESULT line; a float16 channels-last step of both networks (the small one), reporting a
-   RESULT line; the synthetic set, one epoch of the p3.16xlarge system's settings as the check
-   gives them (its expected exit 3, targets not reached, counts as passed) and the checker on
-   its log, the epoch's images/s line, and two deterministic epochs that audit as bit-identical.
+   RESULT line; the synthetic set at genuine COCO sizes, one epoch of the p5 system's own file
+   as the check gives it (its shapes warmed before run_start; its expected exit 3, targets not
+   reached, counts as passed) and the checker on its log, the epoch's line (images/s, the steps'
+   compute, the warm-up), and two deterministic epochs that audit as bit-identical.
 5. The profile stage, rehearsed on the CPU with this build (the small network, float32): both
    sides' gzipped traces hold 3 marked steps with ATen ops in each and no GPU activity, their
    tables come back beside them, summary.txt shows both sides, the A/B runs (batch 8 and 2,
@@ -118,29 +119,45 @@ def rehearsal_steps(tmp):
 
 
 def rehearsal_epoch(tmp):
-    # 4b. The epoch stage's command, rehearsed on the CPU with tiny images.
+    # 4b. The epoch stage's command, rehearsed on the CPU: the p5 system's file itself at 160
+    # pixels, 4 images a step (8 images of genuine COCO sizes), its shapes warmed up before
+    # run_start.
     out = tmp / "rehearsal-epoch"
     p = check(out, timeout=900, MRCNN_PYTHON=env.PYTHON, MRCNN_GPU_REHEARSAL="1",
               MRCNN_GPU_STAGES="epoch", MRCNN_GPU_CHECK_BUILD=str(env.BUILD_DIR),
-              MRCNN_EPOCH_IMAGES="16", MRCNN_EPOCH_SIZE="160x128")
+              MRCNN_EPOCH_IMAGES="8", MRCNN_EPOCH_BATCH="4")
     assert p.returncode == 0, p.stderr[-3000:]
     summary = (out / "summary.txt").read_text()
     for name in ("synth", "train_epoch", "log_check", "deterministic_a", "deterministic_b", "determinism"):
         assert any(l.startswith(f"[gpu_check] {name} ") and " passed " in l for l in summary.splitlines()), summary
     assert "targets not reached in one epoch (exit 3), as expected" in (out / "train_epoch.log").read_text()
+    annotations = json.loads((out / "synthetic-coco-8" / "annotations" / "instances_train2017.json").read_text())
+    sizes = json.loads((env.SOURCE_DIR / "benchmark" / "perf" / "coco_train2017_sizes.json").read_text())["images"]
+    assert [(i["width"], i["height"]) for i in annotations["images"]] == [(s["width"], s["height"]) for s in sizes[:8]]
     records = env.mllog_records(out / "runs" / "latest" / "mlperf_log.txt")
     assert sum(r["key"] == "eval_accuracy" for r in records) == 1
-    assert next(r for r in records if r["key"] == "global_batch_size")["value"] == 8
-    # The epoch's rate, loader included: 16 images are 2 steps of 8.
+    value = {r["key"]: r["value"] for r in records}
+    assert value["global_batch_size"] == 4 and value["submission_platform"] == "8xNVIDIA H100-SXM5-80GB", value
+    keys = [r["key"] for r in records]
+    assert keys.index("init_warm_up") < keys.index("init_stop") < keys.index("run_start"), keys
+    warm = next(r for r in records if r["key"] == "init_warm_up")
+    assert warm["metadata"]["shapes"] == [[160, 224], [224, 160]] and warm["metadata"]["batches"] == 4, warm
+    assert warm["metadata"]["mask_head_rois"] == [64], warm  # 4 images x 64 RoIs x 1/4 positive: one bucket
+    # The epoch's rate, loader included, its steps' own compute, the warm-up; no profile ran here.
     epoch = next(l for l in summary.splitlines() if l.startswith("EPOCH "))
-    assert epoch.startswith("EPOCH steps=2 images_per_second_epoch=") and float(epoch.split("=")[2].split()[0]) > 0, epoch
+    fields = dict(f.split("=", 1) for f in epoch.split(" (")[0].split()[1:])
+    # 8 images of COCO's first sizes, 6 landscape and 2 portrait, grouped by orientation: 3 steps of 4.
+    assert fields["steps"] == "3" and fields["batch"] == "4" and float(fields["images_per_second_epoch"]) > 0, epoch
+    assert float(fields["compute_slowest_ms"]) >= float(fields["compute_median_ms"]) > 0, epoch
+    assert float(fields["warm_up_s"]) > 0 and fields["bench_row"] == "none", epoch
+    assert json.loads(fields["rank_step_seconds"])["median"][0] > 0, epoch
     # The loader alone over the same images, on the largest thread count the machine has cores for.
     loader = next(l for l in summary.splitlines() if l.startswith("LOADER "))
     assert loader.startswith("LOADER threads=") and float(loader.split("images_per_second=")[1].split()[0]) > 0, loader
     # Two deterministic epochs of the same seed: bit-identical.
-    assert "[gpu_check]   bit-identical: 2 steps and 1 epoch accuracies" in summary, summary
-    print("rehearsal: one epoch of the check's settings on the CPU (its log passes the checker) and two "
-          "deterministic epochs that audit as bit-identical")
+    assert "[gpu_check]   bit-identical: 3 steps and 1 epoch accuracies" in summary, summary
+    print("rehearsal: one epoch of the p5 system's file on the CPU (warmed before run_start, its log passes the "
+          "checker) and two deterministic epochs that audit as bit-identical")
 
 
 def free_port():
@@ -200,16 +217,33 @@ def profile(tmp):
     assert "PROFILE label=ours steps=3" in summary and "PROFILE label=torchvision steps=3" in summary, summary
     ab = json.loads((prof / "ab.json").read_text())
     assert {v["name"] for v in ab["variants"]} == {"batch8", "batch2", "mask_padding", "mlperf_options", "full_randperm",
-                                                  "mask_roi_bucket"}, ab
+                                                  "mask_roi_bucket", "systems_mlperf_batch8",
+                                                  "systems_mlperf_batch12"}, ab
     assert all(len(v["step_seconds"]) == 2 and v["images_per_second"] > 0 for v in ab["variants"]), ab
-    # Ours is traced as the GPU systems train (on the CPU: the mask head's bucket; the fused
-    # bottlenecks are CUDA's), and the A/B base row is then a process of its own.
-    assert ab["traced_options"] == {"mask_head": {"roi_bucket": 64}}, ab
-    assert 'ours traced with --traced systems: {"mask_head": {"roi_bucket": 64}}' in text, text
+    assert all(v["slowest_step_s"] == max(v["step_seconds"]) >= v["median_step_s"] for v in ab["variants"]), ab
+    assert all(" slowest_ms=" in l for l in text.splitlines() if l.startswith("PROFILE ab ")), text
+    # Ours is traced as the p5 system trains, its model section read through `config` (on the
+    # CPU without the fused bottlenecks, CUDA's): the reference's arithmetic (no padding masks,
+    # every cell proposing, the straddle filter at 0, proposals per batch: 1000 per image of the
+    # batch), the mask head's bucket; the case's own network size. The A/B base row is then a
+    # process of its own.
+    traced = ab["traced_options"]
+    assert ab["system"] == "aws-p5.48xlarge" and traced["mask_padding"] is False, ab
+    assert traced["rpn"]["proposals_inside_image"] is False and traced["rpn"]["straddle_threshold"] == 0, traced
+    assert traced["rpn"]["post_nms_per_batch_train"] is True and traced["rpn"]["post_nms_top_n_train"] == 8000, traced
+    assert traced["mask_head"] == {"pooler_resolution": 14, "sampling_ratio": 2, "aligned": False,
+                                   "mask_threshold": 0.5, "roi_bucket": 64}, traced
+    assert "fused_conv_relu" not in traced["backbone"] and "depth" not in traced["backbone"], traced
+    assert "num_classes" not in traced and "precision" not in traced, traced
+    row12 = next(v for v in ab["variants"] if v["name"] == "systems_mlperf_batch12")
+    assert row12["batch"] == 12 and row12["options"]["rpn"]["post_nms_top_n_train"] == 12000, row12
+    assert "ours traced with --traced systems (--system aws-p5.48xlarge): {" in text, text
     assert "source" not in next(v for v in ab["variants"] if v["name"] == "batch8"), ab
     assert {v["name"] for v in ab["skipped"]} == {"cuda_graphs", "cudnn_benchmark",
                                                  "roi_align_spatial_threads", "fused_conv_relu", "head_streams",
-                                                 "combined", "combined_cudnn_benchmark", "systems_batch12"}, ab
+                                                 "combined", "combined_cudnn_benchmark", "systems_batch12",
+                                                 "systems_mlperf_batch8_graphs", "systems_mlperf_batch12_graphs",
+                                                 "systems_mlperf_batch12_graphs_cudnn_benchmark"}, ab
     memory = json.loads((prof / "memory.json").read_text())["devices"]
     cpu = memory["cpu:-1"]
     assert cpu["peak_allocated_mb"] > 0 and "mrcnn::backward" in cpu["at_scope_end"], memory
