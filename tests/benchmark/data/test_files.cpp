@@ -19,6 +19,7 @@
 #include "benchmark/data/loader.h"
 #include "benchmark/data/sampler.h"
 #include "benchmark/data/synth.h"
+#include "tests/benchmark/data/batch_checks.h"
 #include "eval/coco.h"
 
 namespace mrcnn::data {
@@ -431,22 +432,11 @@ TEST(CocoDataset, RealImagesPaddedToAShapeAreTheBatchOwnPaddingAndZerosBeyond) {
     const EpochKey key{5, 1};
     const model::Batch own = load_batch(*ds, indices, key);
     const model::Batch shaped = load_batch(*ds, indices, key, shaped_options);
-    const int64_t h = own.images.size(2), w = own.images.size(3);
     const ImageSize want = group == 0 ? ImageSize{256, 384} : ImageSize{384, 256};
-    ASSERT_EQ(shaped.images.size(2), want.height) << "group " << group;
-    ASSERT_EQ(shaped.images.size(3), want.width) << "group " << group;
-    ASSERT_TRUE(h < want.height || w < want.width) << "the shape pads further than the batch's own size";
-    EXPECT_TRUE(at::equal(shaped.images.narrow(2, 0, h).narrow(3, 0, w), own.images));
-    EXPECT_EQ(shaped.images.narrow(2, h, want.height - h).abs().sum().item<float>(), 0.0f);
-    EXPECT_EQ(shaped.images.narrow(3, w, want.width - w).abs().sum().item<float>(), 0.0f);
-    EXPECT_TRUE(at::equal(shaped.gt_boxes, own.gt_boxes));
-    EXPECT_TRUE(at::equal(shaped.gt_labels, own.gt_labels));
-    EXPECT_TRUE(at::equal(shaped.gt_counts, own.gt_counts));
-    EXPECT_TRUE(at::equal(shaped.image_sizes, own.image_sizes));
-    EXPECT_EQ(shaped.image_ids, own.image_ids);
-    ASSERT_EQ(shaped.gt_polygons.size(), own.gt_polygons.size());
-    for (size_t j = 0; j < own.gt_polygons.size(); ++j)
-      EXPECT_TRUE(at::equal(shaped.gt_polygons[j].coords, own.gt_polygons[j].coords));
+    ASSERT_TRUE(own.images.size(2) < want.height || own.images.size(3) < want.width)
+        << "the shape pads further than the batch's own size";
+    SCOPED_TRACE("group " + std::to_string(group));
+    testing::expect_same_batch_padded_further(own, shaped, want);
   }
 }
 
