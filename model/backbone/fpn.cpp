@@ -1,6 +1,7 @@
 #include "model/backbone/fpn.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <stdexcept>
 #include <string>
@@ -39,8 +40,18 @@ std::vector<at::Tensor> FPNImpl::forward(const std::vector<at::Tensor>& c, Paddi
   p[3] = masked(conv2d_train(last, layer[3]->weight, layer[3]->bias, 1, 1, own_weight_grad));
   for (int i = 2; i >= 0; --i) {
     at::Tensor lateral = inner[i]->forward(c[i]);
-    // Padded sizes are multiples of 32, so every level is exactly twice the next one.
-    lateral.add_(at::upsample_nearest2d(last, {lateral.size(2), lateral.size(3)}));
+    // Padded sizes are multiples of 32, so every level is exactly twice the next one. Nearest
+    // upsampling is a copy, so it runs in the maps' own precision: autocast would run it in
+    // float32 (a full-map cast, twice the bytes written and read, a mixed-dtype add), for the
+    // same bits: the add rounds the float32 sum of two float16 values once either way, and the
+    // backward sums each cell's four gradients in float32 before one rounding either way (tested
+    // bit for bit on the CPU's kernels in float16 and bfloat16; CUDA's wait for a GPU).
+    at::Tensor up;
+    {
+      c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+      up = at::upsample_nearest2d(last, {lateral.size(2), lateral.size(3)});
+    }
+    lateral.add_(up);
     last = masked(lateral);
     p[i] = masked(conv2d_train(last, layer[i]->weight, layer[i]->bias, 1, 1, own_weight_grad));
   }

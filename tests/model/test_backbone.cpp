@@ -1,6 +1,7 @@
 // ResNet body, frozen batch norm folding, FPN: shapes, names, freezing, equivalences.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -355,6 +356,70 @@ TEST(FPN, FiveLevelsWithStridesFourToSixtyFour) {
   const auto names = fpn->named_parameters();
   EXPECT_TRUE(names.contains("inner.0.weight"));
   EXPECT_TRUE(names.contains("layer.3.bias"));
+}
+
+// Under autocast the top-down path upsamples in the maps' own precision (nearest upsampling is a
+// copy), where autocast's policy would run it in float32: the same bits, forward and backward. The
+// reference below is that float32 path written out: each level's float16/bfloat16 lateral plus the
+// float32 upsample of the level above, in place.
+TEST(FPN, TheTopDownPathInReducedPrecisionIsTheFloat32PathBitForBit) {
+  for (const Precision precision : {Precision::kBFloat16, Precision::kFloat16}) {
+    SCOPED_TRACE(to_string(precision));
+    FPN fpn(std::vector<int64_t>{8, 16, 32, 64}, 12);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(6);
+    fpn->init_weights(gen);
+    {
+      const c10::NoGradGuard no_grad;
+      for (auto& conv : fpn->inner) conv->bias.normal_(0, 0.5, gen);  // non-zero biases: no trivial sums
+    }
+    std::vector<at::Tensor> c;
+    for (int s = 0; s < 4; ++s)
+      c.push_back(at::randn({2, 8 << s, 128 / (4 << s), 192 / (4 << s)}, gen)
+                      .contiguous(at::MemoryFormat::ChannelsLast)
+                      .requires_grad_());
+    const auto run = [&](bool reference) {
+      for (auto& t : c) t.mutable_grad() = at::Tensor();
+      fpn->zero_grad();
+      std::vector<at::Tensor> p(5);
+      {
+        AutocastGuard autocast(precision, c10::kCPU);
+        if (!reference) {
+          p = fpn->forward(c);
+        } else {
+          at::Tensor last = fpn->inner[3]->forward(c[3]);
+          p[3] = conv2d_train(last, fpn->layer[3]->weight, fpn->layer[3]->bias, 1, 1, fpn->own_weight_grad);
+          for (int i = 2; i >= 0; --i) {
+            at::Tensor lateral = fpn->inner[i]->forward(c[i]);
+            at::Tensor up;
+            {
+              c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+              up = at::upsample_nearest2d(last.to(at::kFloat), {lateral.size(2), lateral.size(3)});
+            }
+            lateral.add_(up);
+            last = lateral;
+            p[i] = conv2d_train(last, fpn->layer[i]->weight, fpn->layer[i]->bias, 1, 1, fpn->own_weight_grad);
+          }
+          p[4] = at::max_pool2d(p[3], {1, 1}, {2, 2});
+        }
+      }
+      at::Generator g = at::make_generator<at::CPUGeneratorImpl>(9);
+      at::Tensor loss = at::zeros({});
+      for (const auto& level : p) loss = loss + (level.to(at::kFloat) * at::randn(level.sizes(), g)).sum();
+      loss.backward();
+      std::vector<at::Tensor> out(p.begin(), p.end());
+      for (const auto& t : c) out.push_back(t.grad());
+      for (const auto& w : fpn->parameters()) out.push_back(w.grad());
+      return out;
+    };
+    const std::vector<at::Tensor> ours = run(false), reference = run(true);
+    ASSERT_EQ(ours.size(), reference.size());
+    EXPECT_EQ(ours[0].scalar_type(), precision == Precision::kBFloat16 ? at::kBFloat16 : at::kHalf);
+    for (size_t k = 0; k < ours.size(); ++k) {
+      ASSERT_TRUE(ours[k].defined() && reference[k].defined()) << k;
+      EXPECT_TRUE(at::equal(ours[k], reference[k])) << "tensor " << k << ": max difference "
+                                                    << (ours[k].to(at::kFloat) - reference[k].to(at::kFloat)).abs().max().item<float>();
+    }
+  }
 }
 
 }  // namespace
