@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# usage: run_scripts/bootstrap.sh [--test]
 # Installs what this project needs on a fresh Debian 12 machine, and nothing twice.
 #   bootstrap.sh          the run profile: what building and training need (demo.sh, run_and_time.sh,
 #                         a cluster's nodes)
@@ -20,6 +21,8 @@
 #   MRCNN_TORCH=volta  LibTorch for V100 GPUs (sm_70): run_scripts/requirements-volta.txt's torch
 #                      and torchvision (CUDA 12) instead of the default CUDA 13 ones
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 profile=run
 case "${1:-}" in

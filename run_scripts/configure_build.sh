@@ -6,8 +6,10 @@
 # and the newest architecture LibTorch carries (proof that they build; a third of the build was
 # the kernels for all seven); a GPU's own architecture where there is one. A build for GPUs made
 # on a machine without one: cmake by hand (every architecture) or MRCNN_CUDA_ARCHITECTURES.
-# Usage: run_scripts/configure_build.sh BUILD_DIR [extra cmake -D...]
+# usage: run_scripts/configure_build.sh BUILD_DIR [extra cmake -D...]
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:?usage: configure_build.sh BUILD_DIR [cmake arguments...]}"
 shift

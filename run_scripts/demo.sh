@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# usage: run_scripts/demo.sh [train arguments...]
 # Sets up everything (bootstrap + build) and runs the project's main job on its built-in default:
 # a timed MLPerf Mask R-CNN run of the local CPU system (systems/cpu-dev.json) on the synthetic
 # dataset, generated on first use into data/synthetic. Leaves under out/cpu-dev/latest/:
@@ -7,6 +8,8 @@
 #   training.png    losses and accuracy over time, with the time to train
 # Extra arguments go to `mlperf-maskrcnn train` (e.g. --seed 7, --set run.max_epochs=5).
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

@@ -11,6 +11,8 @@
 #        git ignores). Then, before a GPU is at hand, check that they configure the project:
 #        MRCNN_DEBS=DIR MRCNN_GPU_STAGES=configure run_scripts/gpu_check.sh
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$repo/.debs}"

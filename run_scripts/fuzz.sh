@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes one reader of outside input with libFuzzer, AddressSanitizer and UBSan.
 #
-#   run_scripts/fuzz.sh TARGET SECONDS     TARGET: coco_json rle mllog image system_config checkpoint
-#   run_scripts/fuzz.sh all SECONDS        every target in turn, SECONDS each
-#   run_scripts/fuzz.sh list
+# usage: run_scripts/fuzz.sh TARGET SECONDS     TARGET: coco_json rle mllog image system_config checkpoint
+#        run_scripts/fuzz.sh all SECONDS        every target in turn, SECONDS each
+#        run_scripts/fuzz.sh list
 #
 # Builds build-fuzz/ with clang (clang++-16 from Debian, or clang++; bootstrap does not install
 # it: apt-get install clang-16 libclang-rt-16-dev), then runs tests/fuzz/fuzz_TARGET from the
@@ -15,6 +15,8 @@
 #
 # Environment: MRCNN_FUZZ_BUILD_DIR (default <repo>/build-fuzz), MRCNN_JOBS (compile jobs).
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${MRCNN_FUZZ_BUILD_DIR:-$repo/build-fuzz}"

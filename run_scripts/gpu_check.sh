@@ -53,6 +53,8 @@
 #                                 so) and the epoch (fp32, 160 pixels); use small
 #                                 MRCNN_EPOCH_IMAGES and MRCNN_EPOCH_BATCH.
 set -uo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "${1:-$repo/gpu-check}" && cd "${1:-$repo/gpu-check}" && pwd)"

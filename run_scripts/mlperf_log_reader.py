@@ -8,7 +8,7 @@
 
 As a command, prints a log's run seconds (run_stop - run_start, 3 decimals) or NA:
 
-    .venv/bin/python run_scripts/mlperf_log_reader.py --run-seconds LOG
+    usage: .venv/bin/python run_scripts/mlperf_log_reader.py --run-seconds LOG
 """
 import json
 import pathlib
@@ -47,6 +47,9 @@ def run_seconds(recs):
 
 
 def main(argv):
+    if any(a in ("-h", "--help") for a in argv[1:]):
+        print(__doc__)
+        return 0
     if len(argv) != 3 or argv[1] != "--run-seconds":
         print(__doc__, file=sys.stderr)
         return 2

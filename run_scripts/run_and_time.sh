@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# usage: SYSTEM=NAME [VARIABLE=VALUE ...] run_scripts/run_and_time.sh   (the variables: Environment, below)
 # Timed MLPerf runs of a system, each saved as an MLPerf result file:
 #   SYSTEM=aws-p3dn.24xlarge RESULT_INDEX=0 run_scripts/run_and_time.sh
 #   SYSTEM=aws-p3dn.24xlarge NEXP=5 DATADIR=/data/coco2017 run_scripts/run_and_time.sh
@@ -24,6 +25,8 @@
 # torchrun or slurm), HOSTFILE (mpirun), SRUN_MPI (slurm: pmix or none), DRY_RUN=1 (print the
 # first run's launch command, or the batch script).
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 : "${SYSTEM:?SYSTEM not set (the name of a systems/<name>.json)}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the project with a sanitizer and runs the test suite under it.
 #
-#   run_scripts/sanitize.sh asan [--core] [CTEST ARGS...]   AddressSanitizer + UBSan, every test
-#   run_scripts/sanitize.sh ubsan [--core] [CTEST ARGS...]  UBSan alone, every test
-#   run_scripts/sanitize.sh tsan [--core] [CTEST ARGS...]   ThreadSanitizer, the threaded parts: the
-#                                      data loader, the asynchronous evaluator, the logger, the
-#                                      communicator (2 MPI ranks), the timed run, stop signals
+# usage: run_scripts/sanitize.sh asan [--core] [CTEST ARGS...]   AddressSanitizer + UBSan, every test
+#        run_scripts/sanitize.sh ubsan [--core] [CTEST ARGS...]  UBSan alone, every test
+#        run_scripts/sanitize.sh tsan [--core] [CTEST ARGS...]   ThreadSanitizer, the threaded
+#                                      parts: the data loader, the asynchronous evaluator, the
+#                                      logger, the communicator (2 MPI ranks), the timed run,
+#                                      stop signals
 #
 # --core builds without LibTorch: eval/, logging/, the image codec and the replays of their fuzz
 # corpora (a few minutes; CI runs `asan --core`). Without it the model, the data pipeline and the
@@ -17,6 +18,8 @@
 #
 # Environment: MRCNN_SANITIZE_BUILD_DIR (default <repo>/build-<mode>[-core]), MRCNN_JOBS, MRCNN_TEST_JOBS.
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 usage="usage: run_scripts/sanitize.sh {asan|ubsan|tsan} [--core] [ctest arguments...]"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# usage: run_scripts/test.sh [ctest arguments...]
 # Sets up everything (bootstrap), builds with warnings as errors, and runs every test through
 # ctest: the GoogleTest suites and the Python reference checks (pycocotools, torchvision,
 # mlperf-logging). Then, unless arguments were given, the LibTorch-free libraries (eval/, logging/,
@@ -12,6 +13,8 @@
 #   MRCNN_TEST_JOBS   parallel tests (default: number of cores)
 #   MRCNN_NO_SANITIZE=1  skip the sanitizer pass
 set -euo pipefail
+# -h or --help: the header above, before any work.
+for _a in "$@"; do [[ $_a == -h || $_a == --help ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }; done
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
