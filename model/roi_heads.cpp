@@ -195,7 +195,6 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const RoICandidates& c, const at:
   // order, image after image; where the positives landed among them is what nonzero() of the
   // masks gives, without its read (increasing per image, since each image's positives are).
   const auto drawn = sampler().draw_batch(c.draw, host_counts, generators);
-  const std::vector<int64_t>& num_pos = drawn.num_positive;
   const auto [keep, order] = at::cat({drawn.positive, drawn.negative}).sort();
   const at::Tensor position = at::empty_like(order).scatter_(0, order, at::arange(order.size(0), order.options()));
   SampledRoIs out;
@@ -211,18 +210,18 @@ RoIHeadsImpl::SampledRoIs RoIHeadsImpl::sample(const RoICandidates& c, const at:
   out.box_targets = coder.encode(c.gt_boxes.reshape({-1, 4}).index_select(0, pos_gt_rows), pos_boxes);
   {
     RECORD_FUNCTION("mrcnn::mask_targets", std::vector<c10::IValue>());
-    // The reference crops polygons with float32 boxes. Image by image: each has its polygons.
-    const at::Tensor pos_boxes_f = pos_boxes.to(at::kFloat);
-    std::vector<at::Tensor> mask_targets;
-    int64_t first = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t last = first + num_pos[static_cast<size_t>(i)];
-      mask_targets.push_back(ops::mask_targets(*targets[static_cast<size_t>(i)].polygons, pos_gt.slice(0, first, last),
-                                               pos_boxes_f.slice(0, first, last),
-                                               2 * mask_options_.pooler_resolution));
-      first = last;
-    }
-    out.mask_targets = at::cat(mask_targets);
+    // The reference crops polygons with float32 boxes. The whole batch in one call: its images'
+    // polygons as one list, each positive's instance offset by the instances of the images before
+    // its own (one launch and one copy of the polygons, where a call per image made one each; every
+    // RoI's target is computed alone, so the same bits).
+    std::vector<const ops::PolygonList*> lists;
+    for (int64_t i = 0; i < n; ++i) lists.push_back(targets[static_cast<size_t>(i)].polygons);
+    const ops::ConcatenatedPolygons all = ops::concatenate(lists);
+    const at::Tensor first_instance = ops::copy_to_device_async(
+        at::tensor(all.first_instance, at::TensorOptions().dtype(at::kLong)), pos_gt.device());
+    const at::Tensor instance = pos_gt + first_instance.index_select(0, image.index_select(0, out.positives));
+    out.mask_targets = ops::mask_targets(all.polygons, instance, pos_boxes.to(at::kFloat),
+                                         2 * mask_options_.pooler_resolution);
   }
   return out;
 }

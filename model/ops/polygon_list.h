@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace mrcnn::ops {
 
@@ -61,5 +62,33 @@ struct PolygonList {
       if (io[i + 1] < io[i]) fail("instance_offsets must not decrease");
   }
 };
+
+// The polygons of several lists (a batch's images) as one list, each list's instances after those
+// of the lists before it: `first_instance[i]` is list i's instance 0 in the result. One op call then
+// serves a whole batch (one launch, one copy of the polygons to a device, instead of one each per
+// image). Host tensors, as the lists' own.
+struct ConcatenatedPolygons {
+  PolygonList polygons;
+  std::vector<int64_t> first_instance;
+};
+
+inline ConcatenatedPolygons concatenate(const std::vector<const PolygonList*>& lists) {
+  ConcatenatedPolygons out;
+  std::vector<at::Tensor> coords, poly_offsets{at::zeros({1}, at::kLong)}, instance_offsets{at::zeros({1}, at::kLong)};
+  int64_t num_coords = 0, num_polygons = 0, num_instances = 0;
+  for (const PolygonList* l : lists) {
+    out.first_instance.push_back(num_instances);
+    coords.push_back(l->coords);
+    poly_offsets.push_back(l->poly_offsets.slice(0, 1) + num_coords);
+    instance_offsets.push_back(l->instance_offsets.slice(0, 1) + num_polygons);
+    num_coords += l->coords.numel();
+    num_polygons += l->num_polygons();
+    num_instances += l->num_instances();
+  }
+  out.polygons.coords = coords.empty() ? at::empty({0}, at::kDouble) : at::cat(coords);
+  out.polygons.poly_offsets = at::cat(poly_offsets);
+  out.polygons.instance_offsets = at::cat(instance_offsets);
+  return out;
+}
 
 }  // namespace mrcnn::ops

@@ -128,6 +128,37 @@ TEST(PortableMaskTargets, EqualNativeBitForBitAtMLPerfShapes) {
   }
 }
 
+// A batch's polygons as one list (concatenate), each proposal's instance offset by the instances
+// of the images before its own: one call gives, bit for bit, what one call per image gives, on
+// the native and the portable kernels.
+TEST(MaskTargets, OneCallOverTheBatchsPolygonsIsTheCallPerImage) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  std::vector<Scene> scenes;
+  std::vector<at::Tensor> matched, boxes;
+  const std::array<int64_t, 3> instances{5, 1, 9}, positives{40, 0, 70};
+  for (size_t i = 0; i < 3; ++i) {
+    scenes.push_back(make_scene(gen, instances[i]));
+    matched.push_back(at::randint(0, instances[i], {positives[i]}, gen));
+    boxes.push_back(make_proposals(gen, scenes.back(), matched.back()));
+  }
+  std::vector<const PolygonList*> lists;
+  for (const Scene& s : scenes) lists.push_back(&s.polygons);
+  const ConcatenatedPolygons all = concatenate(lists);
+  all.polygons.check();
+  EXPECT_EQ(all.polygons.num_instances(), 15);
+  EXPECT_EQ(all.first_instance, (std::vector<int64_t>{0, 5, 6}));
+  std::vector<at::Tensor> shifted;
+  for (size_t i = 0; i < 3; ++i) shifted.push_back(matched[i] + all.first_instance[i]);
+  for (const Implementation impl : {Implementation::kNative, Implementation::kPortable}) {
+    ImplementationGuard g(impl);
+    std::vector<at::Tensor> per_image;
+    for (size_t i = 0; i < 3; ++i) per_image.push_back(mask_targets(scenes[i].polygons, matched[i], boxes[i], 28));
+    const at::Tensor once = mask_targets(all.polygons, at::cat(shifted), at::cat(boxes), 28);
+    EXPECT_TRUE(at::equal(once, at::cat(per_image))) << static_cast<int>(impl);
+    EXPECT_GT(once.sum().item<double>(), 110.0 * 50);  // not trivially empty
+  }
+}
+
 // Slivers from far above to far below a 1-px proposal, nearly vertical: millions of dense points
 // per edge, found by the portable op's windows around each column crossing.
 TEST(PortableMaskTargets, FarVerticesEqualNative) {
