@@ -258,11 +258,44 @@ at::Tensor ConvNormImpl::forward(const at::Tensor& x) {
         !at::autocast::is_autocast_enabled(x.device().type())) {
       return FoldedConvolution::apply(x, weight, scale, frozen_norm->bias, stride_, padding_, own_weight_grad);
     }
-    // Frozen layers (no graph), and autocast, whose casts the plain path leaves to conv2d.
+    if (!weight.requires_grad()) {
+      // Frozen: the fold, in the convolution's dtype, made once (autocast leaves a weight and a
+      // bias already in its dtype as they are, so the values are those of the plain path below).
+      const at::ScalarType dtype = at::autocast::is_autocast_enabled(x.device().type())
+                                       ? at::autocast::get_autocast_dtype(x.device().type())
+                                       : weight.scalar_type();
+      const FrozenFold& f = frozen_fold(dtype);
+      return at::conv2d(x, f.weight, f.bias, {stride_, stride_}, {padding_, padding_});
+    }
+    // Trainable layers without a graph, and autocast, whose casts the plain path leaves to conv2d.
     return at::conv2d(x, weight * scale.view({-1, 1, 1, 1}), frozen_norm->bias, {stride_, stride_},
                       {padding_, padding_});
   }
   return group_norm->forward(conv2d_train(x, weight, {}, stride_, padding_, own_weight_grad));
+}
+
+const ConvNormImpl::FrozenFold& ConvNormImpl::frozen_fold(at::ScalarType dtype) {
+  const at::Tensor& scale = frozen_norm->scale;
+  const at::Tensor& bias = frozen_norm->bias;
+  const std::array<int64_t, 3> versions{weight._version(), scale._version(), bias._version()};
+  const std::array<const void*, 3> storage{weight.const_data_ptr(), scale.const_data_ptr(), bias.const_data_ptr()};
+  FrozenFold& f = frozen_fold_;
+  if (f.weight.defined() && f.versions == versions && f.storage == storage && f.weight.scalar_type() == dtype)
+    return f;
+  const c10::NoGradGuard no_grad;
+  // What the plain path computes: the float32 fold, then autocast's cast of it and of the bias.
+  const at::Tensor w = (weight * scale.view({-1, 1, 1, 1})).to(dtype);
+  const at::Tensor b = bias.to(dtype);
+  if (f.weight.defined() && f.storage == storage && f.weight.scalar_type() == dtype) {
+    f.weight.copy_(w);  // in place: graphs captured with these tensors read the new values
+    f.bias.copy_(b);
+  } else {
+    f.weight = w.clone(at::MemoryFormat::Preserve);
+    f.bias = b.clone();
+  }
+  f.versions = versions;
+  f.storage = storage;
+  return f;
 }
 
 bool ConvNormImpl::fuses(const at::Tensor& x) const {

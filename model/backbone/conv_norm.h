@@ -7,6 +7,8 @@
 // modifies the parameters at the same time.
 #pragma once
 
+#include <array>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
@@ -82,6 +84,19 @@ class ConvNormImpl : public torch::nn::Module {
   bool fused_relu_on_cpu = false;
 
  private:
+  // A frozen layer's folded weight (weight * scale) and bias, in the dtype its convolution runs in
+  // (autocast's where autocast is on), made once and kept while the weight, the scale and the bias
+  // keep their storage and version: a frozen layer no longer folds and casts at every call (two
+  // small kernels and their host work, per layer and step). Refreshed in place when one of them
+  // changes (a loaded checkpoint), so that captured graphs keep reading the current values.
+  struct FrozenFold {
+    at::Tensor weight, bias;
+    std::array<int64_t, 3> versions{-1, -1, -1};
+    std::array<const void*, 3> storage{};
+  };
+  const FrozenFold& frozen_fold(at::ScalarType dtype);
+  FrozenFold frozen_fold_;
+
   int64_t stride_;
   int64_t padding_;
 };

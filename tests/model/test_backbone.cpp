@@ -1,6 +1,7 @@
 // ResNet body, frozen batch norm folding, FPN: shapes, names, freezing, equivalences.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -8,6 +9,7 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -124,6 +126,72 @@ TEST(FrozenBatchNorm, FoldedConvolutionEqualsConvolutionThenAffine) {
   EXPECT_TRUE(conv->named_buffers().contains("norm.scale"));
   EXPECT_TRUE(conv->named_parameters().contains("weight"));
   EXPECT_EQ(conv->named_parameters().size(), 1u);
+}
+
+// The aten::mul and aten::_to_copy calls `f` makes on this thread.
+std::pair<int64_t, int64_t> count_folds_and_casts(const std::function<void()>& f) {
+  static int64_t muls, casts;  // a callback is a plain function: it counts here
+  muls = casts = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(+[](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        muls += name == "aten::mul";
+        casts += name == "aten::_to_copy";
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  f();
+  at::removeCallback(handle);
+  return {muls, casts};
+}
+
+// A frozen layer folds (and, under autocast, casts) its weight once: the same bits as folding at
+// every call, no fold or weight cast on later calls, and a weight changed in place (a checkpoint
+// loaded) or given new storage is followed.
+TEST(FrozenBatchNorm, AFrozenLayerFoldsItsWeightOnceAndFollowsChanges) {
+  at::manual_seed(3);
+  for (const Precision precision : {Precision::kFloat32, Precision::kBFloat16}) {
+    SCOPED_TRACE(to_string(precision));
+    ConvNorm conv(5, 7, 3, 1, NormKind::kFrozenBatchNorm, 0);
+    {
+      torch::NoGradGuard g;
+      conv->weight.normal_();
+      conv->frozen_norm->scale.uniform_(0.5, 2.0);
+      conv->frozen_norm->bias.normal_();
+    }
+    conv->weight.set_requires_grad(false);
+    const at::Tensor x = at::randn({2, 5, 9, 11}).contiguous(at::MemoryFormat::ChannelsLast);
+    const auto plain = [&] {
+      AutocastGuard autocast(precision, c10::kCPU);
+      return at::conv2d(x, conv->weight * conv->frozen_norm->scale.view({-1, 1, 1, 1}), conv->frozen_norm->bias,
+                        {1, 1}, {1, 1});
+    };
+    const auto ours = [&] {
+      AutocastGuard autocast(precision, c10::kCPU);
+      return conv->forward(x);
+    };
+    EXPECT_TRUE(at::equal(ours(), plain()));
+    // A second call: no fold (aten::mul) and no cast of the weight or the bias (at most x's).
+    const auto [muls, casts] = count_folds_and_casts([&] { EXPECT_TRUE(at::equal(ours(), plain())); });
+    EXPECT_EQ(muls, 1);  // plain()'s own fold: ours made none
+    EXPECT_LE(casts, precision == Precision::kFloat32 ? 0 : 4);  // plain()'s weight, bias and x, ours' x
+    // The plain path alone, counted the same way, does fold and cast: the count can fail.
+    const auto [plain_muls, plain_casts] = count_folds_and_casts([&] { plain(); });
+    EXPECT_EQ(plain_muls, 1);
+    EXPECT_EQ(plain_casts, precision == Precision::kFloat32 ? 0 : 3);
+    // Changed in place, then given new storage: followed both times.
+    {
+      torch::NoGradGuard g;
+      conv->weight.mul_(-0.5);
+    }
+    EXPECT_TRUE(at::equal(ours(), plain()));
+    {
+      torch::NoGradGuard g;
+      conv->frozen_norm->bias.add_(1.0);
+    }
+    EXPECT_TRUE(at::equal(ours(), plain()));
+    conv->weight.set_data(conv->weight.detach().clone().mul_(3.0));
+    EXPECT_TRUE(at::equal(ours(), plain()));
+  }
 }
 
 TEST(FrozenBatchNorm, GradientReachesATrainableWeightThroughTheFold) {
