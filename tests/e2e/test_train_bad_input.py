@@ -1,5 +1,6 @@
 """Bad input to `mlperf-maskrcnn train` is one clear error before run_start, exit status 2, and
-nothing written that could pass for a result. Data with nothing to train on or to evaluate is
+nothing written that could pass for a result; a missing dataset gets the hint that fits the system
+(synthetic or COCO 2017). Data with nothing to train on or to evaluate is
 refused the same way when first read, right after run_start (run_stop "aborted", no step). Bad data found only during the run (a corrupt
 image) ends it with run_stop "aborted", exit status 1 and an error naming the file; the log
 written until then stays whole and no weights are saved."""
@@ -32,8 +33,19 @@ def main():
         env.synth_dataset(data, "--train", "4", "--val", "2")
         out = tmp / "out"
         base = ["--system", SYSTEM, "--out", out, "--set", f'run.data_dir="{data}"']
-        expect_refused("missing dataset", ["--system", SYSTEM, "--out", out, "--set", 'run.data_dir="/nonexistent/coco"'],
-                       "/nonexistent/coco", out)
+        # A missing dataset, with the hint that fits what the system trains: the synthetic set for
+        # the CPU system, a COCO 2017 folder (and how to name and check it) for the AWS and Habana ones.
+        said = expect_refused("missing dataset", ["--system", SYSTEM, "--out", out, "--set",
+                                                  'run.data_dir="/nonexistent/coco"'], "/nonexistent/coco", out)
+        assert "'mlperf-maskrcnn synth --out DIR' generates it" in said and "COCO" not in said, said
+        for gpu_system in ("aws-p5.48xlarge", "habana-gaudi2-hls"):
+            said = expect_refused(f"missing COCO ({gpu_system})",
+                                  ["--system", SYSTEM.parent / f"{gpu_system}.json", "--out", out,
+                                   "--set", 'run.data_dir="/nonexistent/coco2017"'],
+                                  "dataset folder /nonexistent/coco2017 does not exist (this system trains on COCO 2017", out)
+            for needle in ("run.data_dir", "--data DIR", "MRCNN_DATA_DIR", "DATADIR", "mlperf-maskrcnn data verify DIR"):
+                assert needle in said, (gpu_system, needle, said)
+            assert "synth" not in said and "demo.sh" not in said, said
         bad_json = tmp / "bad.json"
         bad_json.write_text(SYSTEM.read_text()[:500])
         expect_refused("malformed system JSON", ["--system", bad_json, "--out", out], "bad.json", out)
