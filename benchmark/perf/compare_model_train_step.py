@@ -43,7 +43,7 @@ torchvision's), and portable/native is reported besides; --no-peer leaves torchv
 
 Usage: compare_model_train_step.py [--config full|small|both] [--reps N] [--steps N] [--warmup N]
            [--threads N] [--host-memory retain|system] [--build DIR] [--lock] [--json OUT]
-           [--device cpu|cuda] [--precision fp32|bf16|fp16] [--batch N] [--channels-last 0|1]
+           [--device cpu|cuda] [--precision fp32|bf16|fp16] [--batch N] [--size HxW] [--channels-last 0|1]
            [--ops native|portable|auto|both] [--no-peer]
 """
 import argparse
@@ -362,9 +362,22 @@ def environment(args):
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
+def image_size(text):
+    """argparse type of --size: 'HxW', each side at least 64 pixels (the FPN's coarsest level)."""
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HxW (e.g. 64x64), got '{text}'") from None
+    if min(h, w) < 64:
+        raise argparse.ArgumentTypeError(f"{text}: each side at least 64 pixels")
+    return h, w
+
+
 def compare(name, cfg, args, workdir):
     if args.batch:
         cfg = dict(cfg, images=args.batch)
+    if args.size:
+        cfg = dict(cfg, height=args.size[0], width=args.size[1])
     case = workdir / name
     case.mkdir()
     prepare(cfg, case)
@@ -484,6 +497,9 @@ def main():
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="autocast precision of both sides' forward")
     p.add_argument("--batch", type=int, help="images per step (default: the configuration's)")
+    p.add_argument("--size", type=image_size, metavar="HxW",
+                   help="the images' height and width (default: the configuration's); e.g. 64x64 for a "
+                        "rehearsal on the CPU: the same step, fewer pixels")
     p.add_argument("--ops", choices=["native", "portable", "auto", "both"], default="auto",
                    help="our custom ops' implementation (--mrcnn_ops); both: native and portable, interleaved")
     p.add_argument("--no-peer", action="store_true", help="leave torchvision's side out")
