@@ -157,6 +157,27 @@ struct FoldedConvolution : public torch::autograd::Function<FoldedConvolution> {
   }
 };
 
+// The fused call's values: relu(conv(input, folded) + b [+ z]), input and folded already in `dtype`
+// and `format`: one cuDNN call on CUDA; LibTorch's ops on the CPU (the rehearsal).
+at::Tensor fused_conv_relu_values(const at::Tensor& input, const at::Tensor& folded, const at::Tensor& b,
+                                  const std::optional<at::Tensor>& z, at::ScalarType dtype, at::MemoryFormat format,
+                                  int64_t stride, int64_t padding) {
+  if (input.is_cuda())
+    return z.has_value()
+               ? at::cudnn_convolution_add_relu(input, folded, z->to(dtype).contiguous(format), at::Scalar(1.0), b,
+                                                {stride, stride}, {padding, padding}, {1, 1}, 1)
+               : at::cudnn_convolution_relu(input, folded, b, {stride, stride}, {padding, padding}, {1, 1}, 1);
+  at::Tensor y = at::conv2d(input, folded, b, {stride, stride}, {padding, padding});
+  if (z.has_value()) y.add_(z->to(dtype));
+  return y.relu_();
+}
+
+// The fused call's dtype: autocast's when autocast is on (as at::conv2d would run there), else x's.
+at::ScalarType fused_dtype(const at::Tensor& x) {
+  return at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA)
+                                                     : x.scalar_type();
+}
+
 // relu(conv(x, weight * scale) + bias [+ z]) as one cuDNN call (CUDA only), in autocast's dtype
 // when autocast is on (as at::conv2d would run there), else in x's. Saves the input in that
 // dtype, the weight, and the output (the ReLU's mask); the backward recomputes the folded weight
@@ -165,24 +186,12 @@ struct FusedConvReLU : public torch::autograd::Function<FusedConvReLU> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight, const at::Tensor& scale, const at::Tensor& bias,
                             const std::optional<at::Tensor>& z, int64_t stride, int64_t padding) {
-    const at::ScalarType dtype = at::autocast::is_autocast_enabled(at::kCUDA)
-                                     ? at::autocast::get_autocast_dtype(at::kCUDA)
-                                     : x.scalar_type();
+    const at::ScalarType dtype = fused_dtype(x);
     const at::MemoryFormat format = x.suggest_memory_format();
     const at::Tensor input = x.to(dtype).contiguous(format);
     const at::Tensor folded = (weight * scale.view({-1, 1, 1, 1})).to(dtype).contiguous(format);
     const at::Tensor b = bias.to(dtype);
-    at::Tensor y;
-    if (input.is_cuda()) {
-      y = z.has_value()
-              ? at::cudnn_convolution_add_relu(input, folded, z->to(dtype).contiguous(format), at::Scalar(1.0), b,
-                                               {stride, stride}, {padding, padding}, {1, 1}, 1)
-              : at::cudnn_convolution_relu(input, folded, b, {stride, stride}, {padding, padding}, {1, 1}, 1);
-    } else {  // the CPU rehearsal of this node (ConvNormImpl::fused_relu_on_cpu): LibTorch's ops
-      y = at::conv2d(input, folded, b, {stride, stride}, {padding, padding});
-      if (z.has_value()) y.add_(z->to(dtype));
-      y.relu_();
-    }
+    const at::Tensor y = fused_conv_relu_values(input, folded, b, z, dtype, format, stride, padding);
     ctx->save_for_backward({input, weight, scale, y});
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
@@ -264,7 +273,7 @@ at::Tensor ConvNormImpl::forward(const at::Tensor& x) {
       const at::ScalarType dtype = at::autocast::is_autocast_enabled(x.device().type())
                                        ? at::autocast::get_autocast_dtype(x.device().type())
                                        : weight.scalar_type();
-      const FrozenFold& f = frozen_fold(dtype);
+      const FrozenFold& f = frozen_fold(dtype, weight.suggest_memory_format());
       return at::conv2d(x, f.weight, f.bias, {stride_, stride_}, {padding_, padding_});
     }
     // Trainable layers without a graph, and autocast, whose casts the plain path leaves to conv2d.
@@ -274,19 +283,21 @@ at::Tensor ConvNormImpl::forward(const at::Tensor& x) {
   return group_norm->forward(conv2d_train(x, weight, {}, stride_, padding_, own_weight_grad));
 }
 
-const ConvNormImpl::FrozenFold& ConvNormImpl::frozen_fold(at::ScalarType dtype) {
+const ConvNormImpl::FrozenFold& ConvNormImpl::frozen_fold(at::ScalarType dtype, at::MemoryFormat format) {
   const at::Tensor& scale = frozen_norm->scale;
   const at::Tensor& bias = frozen_norm->bias;
   const std::array<int64_t, 3> versions{weight._version(), scale._version(), bias._version()};
   const std::array<const void*, 3> storage{weight.const_data_ptr(), scale.const_data_ptr(), bias.const_data_ptr()};
   FrozenFold& f = frozen_fold_;
-  if (f.weight.defined() && f.versions == versions && f.storage == storage && f.weight.scalar_type() == dtype)
-    return f;
+  const bool same_kind = f.weight.defined() && f.storage == storage && f.weight.scalar_type() == dtype &&
+                         f.weight.is_contiguous(format);
+  if (same_kind && f.versions == versions) return f;
   const c10::NoGradGuard no_grad;
-  // What the plain path computes: the float32 fold, then autocast's cast of it and of the bias.
-  const at::Tensor w = (weight * scale.view({-1, 1, 1, 1})).to(dtype);
+  // What the unfolded paths compute: the float32 fold, then autocast's (or the fused call's) cast
+  // of it and of the bias.
+  const at::Tensor w = (weight * scale.view({-1, 1, 1, 1})).to(dtype).contiguous(format);
   const at::Tensor b = bias.to(dtype);
-  if (f.weight.defined() && f.storage == storage && f.weight.scalar_type() == dtype) {
+  if (same_kind) {
     f.weight.copy_(w);  // in place: graphs captured with these tensors read the new values
     f.bias.copy_(b);
   } else {
@@ -304,12 +315,27 @@ bool ConvNormImpl::fuses(const at::Tensor& x) const {
 
 at::Tensor ConvNormImpl::forward_relu(const at::Tensor& x) {
   if (!fuses(x)) return forward(x).relu_();
+  if (frozen_without_graph(x, std::nullopt)) return frozen_fused(x, std::nullopt);
   return FusedConvReLU::apply(x, weight, frozen_norm->scale, frozen_norm->bias, std::nullopt, stride_, padding_);
 }
 
 at::Tensor ConvNormImpl::forward_add_relu(const at::Tensor& x, const at::Tensor& z) {
   if (!fuses(x)) return forward(x).add_(z).relu_();
+  if (frozen_without_graph(x, z)) return frozen_fused(x, z);
   return FusedConvReLU::apply(x, weight, frozen_norm->scale, frozen_norm->bias, z, stride_, padding_);
+}
+
+bool ConvNormImpl::frozen_without_graph(const at::Tensor& x, const std::optional<at::Tensor>& z) const {
+  return !weight.requires_grad() &&
+         (!at::GradMode::is_enabled() || (!x.requires_grad() && !(z.has_value() && z->requires_grad())));
+}
+
+at::Tensor ConvNormImpl::frozen_fused(const at::Tensor& x, const std::optional<at::Tensor>& z) {
+  // FusedConvReLU's forward with the fold made once (nothing here needs a gradient: no node).
+  const at::ScalarType dtype = fused_dtype(x);
+  const at::MemoryFormat format = x.suggest_memory_format();
+  const FrozenFold& f = frozen_fold(dtype, format);
+  return fused_conv_relu_values(x.to(dtype).contiguous(format), f.weight, f.bias, z, dtype, format, stride_, padding_);
 }
 
 bool cpu_below_avx512() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/normalization.h>
@@ -94,8 +95,12 @@ class ConvNormImpl : public torch::nn::Module {
     std::array<int64_t, 3> versions{-1, -1, -1};
     std::array<const void*, 3> storage{};
   };
-  const FrozenFold& frozen_fold(at::ScalarType dtype);
+  const FrozenFold& frozen_fold(at::ScalarType dtype, at::MemoryFormat format);
   FrozenFold frozen_fold_;
+  // A frozen layer whose input (and z) needs no gradient: the fused call without an autograd node,
+  // its fold made once.
+  bool frozen_without_graph(const at::Tensor& x, const std::optional<at::Tensor>& z) const;
+  at::Tensor frozen_fused(const at::Tensor& x, const std::optional<at::Tensor>& z);
 
   int64_t stride_;
   int64_t padding_;

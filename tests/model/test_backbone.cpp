@@ -194,6 +194,44 @@ TEST(FrozenBatchNorm, AFrozenLayerFoldsItsWeightOnceAndFollowsChanges) {
   }
 }
 
+// The same for the fused bottleneck convolutions (rehearsed on the CPU): a frozen layer whose input
+// needs no gradient makes the fused call with its fold made once, the values of the fused node.
+TEST(FrozenBatchNorm, AFrozenFusedLayerFoldsOnceAndGivesTheFusedNodesValues) {
+  at::manual_seed(4);
+  const auto make = [](bool frozen) {
+    ConvNorm conv(6, 6, 3, 1, NormKind::kFrozenBatchNorm, 0);
+    {
+      torch::NoGradGuard g;
+      at::manual_seed(5);
+      conv->weight.normal_();
+      conv->frozen_norm->scale.uniform_(0.5, 2.0);
+      conv->frozen_norm->bias.normal_();
+    }
+    conv->fused_relu = true;
+    conv->fused_relu_on_cpu = true;
+    conv->weight.set_requires_grad(!frozen);
+    return conv;
+  };
+  ConvNorm frozen = make(true), node = make(false);
+  const at::Tensor x = at::randn({2, 6, 9, 11}).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor z = at::randn({2, 6, 9, 11}).contiguous(at::MemoryFormat::ChannelsLast);
+  for (int call = 0; call < 2; ++call) {
+    const at::Tensor a = frozen->forward_relu(x), b = node->forward_relu(x);
+    const at::Tensor c = frozen->forward_add_relu(x, z), d = node->forward_add_relu(x, z);
+    EXPECT_TRUE(at::equal(a, b)) << call;
+    EXPECT_TRUE(at::equal(c, d)) << call;
+    EXPECT_FALSE(c.requires_grad());
+    EXPECT_TRUE(d.requires_grad());  // the trainable twin makes the node
+  }
+  const auto [muls, casts] = count_folds_and_casts([&] { frozen->forward_add_relu(x, z); });
+  EXPECT_EQ(muls, 0);
+  const auto [node_muls, node_casts] = count_folds_and_casts([&] { node->forward_add_relu(x, z); });
+  EXPECT_EQ(node_muls, 1);  // the node folds at every call
+  // An input that needs a gradient takes the node (its backward is the node's).
+  const at::Tensor xg = x.clone().requires_grad_();
+  EXPECT_TRUE(frozen->forward_relu(xg).requires_grad());
+}
+
 TEST(FrozenBatchNorm, GradientReachesATrainableWeightThroughTheFold) {
   at::manual_seed(2);
   ConvNorm conv(3, 4, 1, 1, NormKind::kFrozenBatchNorm, 0);
