@@ -16,16 +16,21 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: mlperf-maskrcnn check [options] LOG...
 
-Checks MLPerf Training logs of Mask R-CNN against the compliance rules of ruleset 3.1.0 (closed or
-open division, as each log declares). The verdict is the official checker's; every failing line
-is reported with its line number.
+Checks MLPerf Training logs of Mask R-CNN against the compliance rules of their round (closed or
+open division, as each log declares): rulesets 1.0.0, 1.1.0, 2.0.0, 2.1.0, 3.0.0 and 3.1.0, the
+rounds with Mask R-CNN. The verdict is the official checker's of that ruleset; every failing line
+is reported with its line number, and each log's verdict line names the ruleset used.
+
+Without --ruleset, a log is checked against the round its path names (a folder such as
+training_results_v2.1, as the public results repositories are named: ruleset 2.1.0), else 3.1.0;
+published logs carry no line naming their round.
 
 The last line is the official checker's word for the whole: SUCCESS when every log passes,
 FAILED otherwise. The official command line's options are taken as they are: --usage training,
---ruleset 3.1.0, --log_output FILE.
+--ruleset V, --log_output FILE.
 
 options:
-  --ruleset V       rules version (only 3.1.0, the last round with Mask R-CNN)
+  --ruleset V       rules version for every log: 1.0.0, 1.1.0, 2.0.0, 2.1.0, 3.0.0 or 3.1.0
   --usage U         only training (the official checker's --usage)
   --werror          repeated EXACTLY_ONE keys with the same value are errors (official --werror)
   --strict          advisories (event order, seed, status/target consistency) are errors
@@ -38,6 +43,8 @@ exit status: 0 all logs pass, 1 a log fails, 2 a log is unreadable or the argume
 examples:
   mlperf-maskrcnn check out/cpu-dev/latest/mlperf_log.txt
   mlperf-maskrcnn check --usage training --ruleset 3.1.0 results/aws-p5.48xlarge/maskrcnn/result_*.txt
+  mlperf-maskrcnn check training_results_v1.0/Google/results/tpu-v4-128-TF/maskrcnn/result_*.txt
+  mlperf-maskrcnn check --ruleset 2.1.0 result_0.txt
   mlperf-maskrcnn check --strict --json checks.json result_0.txt result_1.txt
 )";
 
@@ -48,6 +55,7 @@ Json to_json(const CheckReport& r) {
     return a;
   };
   return {{"file", r.file},          {"readable", r.readable}, {"passed", r.passed},
+          {"ruleset", r.ruleset},    {"ruleset_source", r.ruleset_source},
           {"division", r.division},  {"benchmark", r.benchmark}, {"mllog_lines", r.mllog_lines},
           {"errors", msgs(r.errors)}, {"warnings", msgs(r.warnings)}};
 }
@@ -67,8 +75,11 @@ int check_main(int argc, char** argv) {
   const std::string json_out = args.value("--json");
   const std::string text_out = args.value("--log_output");
   const std::vector<std::string>& files = args.positional();
-  if (opt.ruleset != "3.1.0")
-    throw cli::UsageError("--ruleset " + opt.ruleset + " is not implemented; Mask R-CNN's last ruleset is 3.1.0");
+  if (args.has("--ruleset") && !is_ruleset(opt.ruleset)) {
+    std::string list;
+    for (const std::string& r : rulesets()) list += (list.empty() ? "" : ", ") + r;
+    throw cli::UsageError("--ruleset " + opt.ruleset + " is not implemented; Mask R-CNN's rulesets are " + list);
+  }
   if (const std::string usage = args.value("--usage", "training"); usage != "training")
     throw cli::UsageError("--usage " + usage + " is not implemented; Mask R-CNN is a training benchmark");
   int status = 0;

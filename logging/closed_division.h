@@ -1,5 +1,5 @@
-// The closed division's rules on Mask R-CNN's hyperparameters (MLPerf Training 3.1.0,
-// closed_maskrcnn.yaml), written once and read twice: by the compliance check (`check`, on the
+// The closed division's rules on Mask R-CNN's hyperparameters (MLPerf Training closed_maskrcnn.yaml,
+// of 3.1.0 and of every earlier ruleset with Mask R-CNN), written once and read twice: by the compliance check (`check`, on the
 // values a log holds) and by config validation (config::closed_division_violations, on a
 // configuration before it runs). Each rule is an expression over a RuleInput, which its reader
 // supplies with its own semantics: the checker Python's (raising what Python raises), config its
@@ -38,11 +38,16 @@ struct Rule {
   bool (*holds)(const RuleInput&);
 };
 
-// The rules, in closed_maskrcnn.yaml's order: opt_base_learning_rate, num_image_candidates,
+// The rules of 3.1.0, in closed_maskrcnn.yaml's order: opt_base_learning_rate, num_image_candidates,
 // opt_learning_rate_decay_factor, opt_learning_rate_decay_steps.
 std::span<const Rule> rules();
 
-// The rule on `key`; throws std::out_of_range when the table has none.
+// The rules as training ruleset `ruleset` ("1.0.0" ... "3.1.0") states them. They differ in one
+// rule: before 2.0.0 the learning rate is 0.02*K only (no 0.02/K below a global batch of 16).
+std::span<const Rule> rules(std::string_view ruleset);
+
+// The rule on `key` (of 3.1.0, or of `ruleset`); throws std::out_of_range when the table has none.
 const Rule& rule(std::string_view key);
+const Rule& rule(std::string_view key, std::string_view ruleset);
 
 }  // namespace mrcnn::logging::closed_division

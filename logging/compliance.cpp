@@ -4,6 +4,7 @@
 #include "logging/compliance.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <map>
 #include <optional>
@@ -33,11 +34,12 @@ using detail::short_json;
 
 class Engine {
  public:
-  Engine(const std::vector<LogLine>& lines, const CheckOptions& opt) : lines_(lines), opt_(opt) {}
+  Engine(const std::vector<LogLine>& lines, const CheckOptions& opt, std::string ruleset)
+      : lines_(lines), opt_(opt), ruleset_(std::move(ruleset)) {}
 
   void run() {
     if (lines_.empty()) put({0, "", "no :::MLLOG lines found"});
-    queue_.push_back("training_" + opt_.ruleset + "/common.yaml");
+    queue_.push_back("training_" + ruleset_ + "/common.yaml");
     while (!queue_.empty()) {
       const std::string name = queue_.front();
       queue_.pop_front();
@@ -85,6 +87,7 @@ class Engine {
 
   void run_file(const RuleFile& f) {
     FilePass pass;
+    if (f.begin) f.begin(pass.s);
     for (const auto& r : f.keys) {
       pass.rules[r.name] = &r;
       keyed_.erase(r.name);  // overwrite_messages: this file's rules replace earlier verdicts
@@ -95,6 +98,17 @@ class Engine {
       if (count == 0)
         put({0, key, "no line passes: " + pass.rules[key]->at_least_one_check->text});
     check_occurrences(f, pass.reported);
+    if (f.end) check_end(*f.end, pass.s);
+  }
+
+  // The file's END block, after every line and the occurrence checks; its failure is not
+  // overwritable (the official checker reports it without a key).
+  void check_end(const detail::EndCheck& end, const RuleState& s) {
+    try {
+      if (!end.fn(s)) put({0, "", "END CHECK failed: " + end.text + " (" + end.detail(s) + ")"});
+    } catch (const PyException& e) {
+      put({0, "", "END CHECK cannot be evaluated (" + e.what + "): " + end.text});
+    }
   }
 
   // A line under the file's rule for its key: the CHECKs and the POST code (first occurrence of
@@ -179,6 +193,7 @@ class Engine {
 
   const std::vector<LogLine>& lines_;
   const CheckOptions& opt_;
+  std::string ruleset_;
   std::deque<std::string> queue_;                             // rule files still to run
   std::vector<CheckMessage> fixed_;                            // not overwritable
   std::map<std::string, std::vector<CheckMessage>> keyed_;     // overwritable, by key
@@ -268,14 +283,27 @@ std::vector<CheckMessage> advisories(const std::vector<LogLine>& lines) {
 
 // ================================================================================================
 
+// The ruleset a log is checked against and how it was chosen: the one given, else the round its
+// path names, else the default; false when the one given is not implemented.
+bool choose_ruleset(const std::string& name, const CheckOptions& opt, CheckReport& rep) {
+  if (!opt.ruleset.empty()) {
+    rep.ruleset = opt.ruleset, rep.ruleset_source = "given";
+    if (is_ruleset(opt.ruleset)) return true;
+    rep.readable = false;
+    std::string list;
+    for (const std::string& r : rulesets()) list += (list.empty() ? "" : ", ") + r;
+    rep.errors.push_back({0, "", "ruleset " + opt.ruleset + " is not implemented (Mask R-CNN's rulesets: " + list + ")"});
+    return false;
+  }
+  rep.ruleset = ruleset_from_path(name), rep.ruleset_source = "path";
+  if (rep.ruleset.empty()) rep.ruleset = kDefaultRuleset, rep.ruleset_source = "default";
+  return true;
+}
+
 CheckReport check_records(const RawLog& log, const std::string& name, const CheckOptions& opt) {
   CheckReport rep;
   rep.file = name;
-  if (opt.ruleset != "3.1.0") {
-    rep.readable = false;
-    rep.errors.push_back({0, "", "ruleset " + opt.ruleset + " is not implemented (3.1.0 is; use it)"});
-    return rep;
-  }
+  if (!choose_ruleset(name, opt, rep)) return rep;
   if (log.records.empty() && log.stats.nul_bytes > 0) {
     rep.readable = false;
     rep.errors.push_back({0, "", "binary file (NUL bytes, no :::MLLOG lines): not an MLPerf log"});
@@ -285,7 +313,7 @@ CheckReport check_records(const RawLog& log, const std::string& name, const Chec
   const detail::ParsedLog parsed = detail::parse_records(log.records, opt.max_record_bytes);
   const std::vector<LogLine>& lines = parsed.lines;
 
-  Engine engine(lines, opt);
+  Engine engine(lines, opt, rep.ruleset);
   engine.run();
   rep.errors = parsed.errors;
   const auto errs = engine.errors();
@@ -303,6 +331,36 @@ CheckReport check_records(const RawLog& log, const std::string& name, const Chec
 }
 
 }  // namespace
+
+const std::vector<std::string>& rulesets() { return detail::carried_rulesets(); }
+
+bool is_ruleset(std::string_view ruleset) {
+  return std::find(rulesets().begin(), rulesets().end(), ruleset) != rulesets().end();
+}
+
+std::string ruleset_from_path(std::string_view path) {
+  // Folder names split at '/' (and '\\'); the deepest that names a round wins.
+  std::string found;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find_first_of("/\\", start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view part = path.substr(start, end - start);
+    // ..._vX.Y, ...-vX.Y or vX.Y (one digit each, as the rounds are named).
+    if (part.size() >= 4) {
+      const std::string_view tail = part.substr(part.size() - 4);
+      const bool shaped = tail[0] == 'v' && std::isdigit(static_cast<unsigned char>(tail[1])) && tail[2] == '.' &&
+                          std::isdigit(static_cast<unsigned char>(tail[3]));
+      const bool bounded = part.size() == 4 || part[part.size() - 5] == '_' || part[part.size() - 5] == '-';
+      if (shaped && bounded) {
+        const std::string r = std::string(1, tail[1]) + "." + tail[3] + ".0";
+        if (is_ruleset(r)) found = r;
+      }
+    }
+    start = end + 1;
+  }
+  return found;
+}
 
 CheckReport check_log_text(std::string_view text, const std::string& name, const CheckOptions& options) {
   return check_records(detail::read_log_text(text, options.max_record_bytes), name, options);
@@ -329,7 +387,9 @@ std::string format_report(const CheckReport& r, bool show_warnings) {
     o << "UNREADABLE";
   else
     o << (r.passed ? "PASSED" : "FAILED");
-  o << " (ruleset 3.1.0";
+  o << " (ruleset " << r.ruleset;
+  if (r.ruleset_source == "path") o << " from the path";
+  if (r.ruleset_source == "default") o << " by default";
   if (!r.division.empty()) o << ", " << r.division;
   if (!r.benchmark.empty()) o << " " << r.benchmark;
   o << "; " << r.mllog_lines << " :::MLLOG lines; " << r.errors.size() << " error"

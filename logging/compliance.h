@@ -1,7 +1,8 @@
-// MLPerf Training compliance check for Mask R-CNN logs, ruleset 3.1.0 (closed and open divisions).
+// MLPerf Training compliance check for Mask R-CNN logs, every ruleset with Mask R-CNN (1.0.0,
+// 1.1.0, 2.0.0, 2.1.0, 3.0.0, 3.1.0; closed and open divisions).
 //
 // The verdict is the official checker's (python -m mlperf_logging.compliance_checker --usage
-// training --ruleset 3.1.0): the same rule files processed in the same order (common, then
+// training --ruleset V): the same rule files processed in the same order (common, then
 // <division>_common, then <division>_maskrcnn), the same per-pass state, the same Python semantics
 // for every CHECK (a check that would raise in Python fails here too), and the same treatment of
 // repeated keys. Unlike the official tool it reports every failing line, with its line number in
@@ -24,8 +25,24 @@
 
 namespace mrcnn::logging {
 
+// The last round with Mask R-CNN: the ruleset of a log whose path names no round.
+inline constexpr const char* kDefaultRuleset = "3.1.0";
+
+// The training rulesets with Mask R-CNN rules that the check implements, oldest first: 1.0.0,
+// 1.1.0, 2.0.0, 2.1.0, 3.0.0, 3.1.0.
+const std::vector<std::string>& rulesets();
+bool is_ruleset(std::string_view ruleset);
+
+// The round a path names, as a ruleset: the deepest folder (or file) named like the public results
+// repositories, "training_results_vX.Y" (any name ending in "_vX.Y", "-vX.Y" or being "vX.Y"),
+// gives "X.Y.0" when that is one of rulesets(); "" when none does. Published logs carry no line
+// that names their round (no key does, and free text misleads: logs of v3.0 print the paths of
+// "mlperf-training-v2.0" scripts), so the tree's name is the evidence.
+std::string ruleset_from_path(std::string_view path);
+
 struct CheckOptions {
-  std::string ruleset = "3.1.0";  // the last round with Mask R-CNN; the only ruleset implemented
+  // "" : the round the file's path names (ruleset_from_path), else kDefaultRuleset.
+  std::string ruleset;
   bool werror = false;            // official --werror: repeated EXACTLY_ONE keys become errors
   bool strict = false;            // advisories become errors
   // Lines longer than this after the ":::MLLOG " token are refused (memory stays bounded).
@@ -36,6 +53,8 @@ struct CheckReport {
   std::string file;
   bool readable = true;  // false: the file could not be read as a log (exit status 2)
   bool passed = false;
+  std::string ruleset;         // the ruleset the log was checked against
+  std::string ruleset_source;  // how it was chosen: "given", "path" (the file's path) or "default"
   std::string division;   // as logged ("" if absent)
   std::string benchmark;  // as logged ("" if absent)
   int64_t mllog_lines = 0;

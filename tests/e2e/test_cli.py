@@ -64,7 +64,7 @@ def main():
     print("environment: MRCNN_SYSTEM, MRCNN_DATA_DIR, MRCNN_OUT as defaults; --system and --set win")
 
     # 4. one error format
-    for args, text in ((["check", "--ruleset=2.0.0", "x.log"], "--ruleset 2.0.0 is not implemented"),
+    for args, text in ((["check", "--ruleset=4.0.0", "x.log"], "--ruleset 4.0.0 is not implemented"),
                        (["check", "--bogus"], "unknown option '--bogus'"),
                        (["check"], "expected one or more MLPerf logs"),
                        (["no-such-command"], "unknown command 'no-such-command'"),
