@@ -13,6 +13,8 @@ Short deterministic runs of the local system on a tiny synthetic set:
      data checksums (= sha256 of the annotation files), and the log's run_fingerprint summary;
   7. bad input: a missing run, a folder that is no run, a bad --tolerance: exit 2, one line.
 """
+# Its runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import hashlib
 import json
 import os

@@ -26,6 +26,8 @@
 The parts run on their own when named (python test_gpu_check.py rehearsal_epoch); ctest runs each as a
 test of its own, side by side:
 # ctest parts: basics rehearsal_steps rehearsal_epoch rehearsal_nccl profile
+The step, epoch and profile rehearsals train and trace on 2 threads (MRCNN_JOBS=2):
+# ctest processors: rehearsal_steps=2 rehearsal_epoch=2 profile=2
 """
 import json
 import os

@@ -7,6 +7,8 @@ submission folder that the official package checker accepts, with the result sum
 2. Two logs cut before run_stop -> the package checker finds errors -> exit 1.
 3. Four result files, or an existing package without --force -> exit 2, nothing written.
 """
+# Its five timed runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import json
 import os
 import pathlib

@@ -13,6 +13,8 @@ the logs and keeps the run folders. Then:
      no two labels of a plot overlap, and every number in its tables equals the JSON report's value.
   4. Bad input: a folder without results, a missing folder, a bad --price: exit 2, one clear line.
 """
+# Its timed runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import json
 import os
 import pathlib

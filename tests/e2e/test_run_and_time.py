@@ -14,6 +14,8 @@
    result_0 and result_1 with seeds SEED and SEED+1, each filed and compliant.
 4. Bad input: NEXP=0, a DATADIR that is no folder: exit 2 before anything runs.
 """
+# Its timed runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import json
 import os
 import pathlib

@@ -4,6 +4,8 @@ nothing written that could pass for a result; a missing dataset gets the hint th
 refused the same way when first read, right after run_start (run_stop "aborted", no step). Bad data found only during the run (a corrupt
 image) ends it with run_stop "aborted", exit status 1 and an error naming the file; the log
 written until then stays whole and no weights are saved."""
+# Its runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import json
 import pathlib
 

@@ -25,6 +25,8 @@
    rank 0's MLPerf log closed (run_stop aborted) by the watchdog before it ends the rank.
 Parts skip (exit 77 when nothing could run) when mpirun, MPI or the Slurm daemons are missing.
 """
+# Two ranks of one intra-op thread each, side by side:
+# ctest processors: 2
 import json
 import os
 import pathlib

@@ -14,6 +14,8 @@
 5. `predict` and `eval` give the same detections (boxes with the data's box convention, scores,
    categories) for the same weights and images.
 """
+# Its runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import json
 import pathlib
 import sys

@@ -13,6 +13,8 @@
 3. Rank 1 stopped (SIGSTOP, a hung host): rank 0's collective fails after the collective timeout
    (5 s without a byte) within 30 s, with a message naming rank 1, and closes its log as in 2.
 """
+# Two ranks of one intra-op thread each, side by side:
+# ctest processors: 2
 import json
 import os
 import pathlib

@@ -27,6 +27,8 @@ address on a bridge, its own host name and /etc/hosts.
    2 hosts at 1 Gbit/s with the all-reduce overlapping backward and after it (printed).
 Skipped (exit 77) where namespaces cannot be made (not root, no iproute2).
 """
+# Two hosts' ranks of one intra-op thread each, side by side:
+# ctest processors: 2
 import json
 import os
 import pathlib

@@ -13,6 +13,8 @@
    official compliance checker.
 Skipped (exit 77) when mpirun is absent or the build has no MPI communicator.
 """
+# Two ranks of one intra-op thread each, side by side:
+# ctest processors: 2
 import json
 import os
 import pathlib

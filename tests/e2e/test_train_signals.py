@@ -7,6 +7,8 @@
    exit 128 + the second's number with the "second stop signal" line, no run_stop).
 3. A temporary file that a killed run left beside its checkpoints is removed by the next run.
 """
+# Its runs train systems/cpu-dev.json on its 2 intra-op threads:
+# ctest processors: 2
 import os
 import pathlib
 import signal

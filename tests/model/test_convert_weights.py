@@ -4,6 +4,8 @@ The names are the model's (written by mrcnn_model_runner --save-weights), the fo
 are checked numerically, a Detectron pickle is synthesized from a torchvision ResNet-50 in its
 own naming, and the backbone-only files load into the model with missing names allowed.
 """
+# Its networks run on 2 intra-op threads:
+# ctest processors: 2
 import json
 import pathlib
 import pickle

@@ -8,6 +8,8 @@ with gradients on the sampled anchors. Backward: the total differs by exactly th
 in torchvision, sampled anchors in ours) and twice the mask-logit saving. Both sides must have
 sampled the same RoIs, or the comparison says nothing.
 """
+# Its training steps run on 2 intra-op threads:
+# ctest processors: 2
 import argparse
 import pathlib
 import sys

@@ -15,6 +15,8 @@ runs with model::torchvision_options and those weights on the same inputs.
       targets computed from the polygons the reference's way (it would otherwise resample
       full-image bitmaps): the five losses agree.
 """
+# Both networks run on 2 intra-op threads:
+# ctest processors: 2
 import json
 import sys
 
