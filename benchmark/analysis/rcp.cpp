@@ -9,12 +9,13 @@ namespace mrcnn::analysis {
 
 namespace {
 
-// Reference epochs to converge, rcp_checker/training_3.1.0/rcps_maskrcnn.json (also 2.1.0, 3.0.0).
+// Reference epochs to converge, rcp_checker/training_3.1.0/rcps_maskrcnn.json (the same epochs in
+// 2.0.0, 2.1.0 and 3.0.0; 1.0.0 and 1.1.0 have every point but batch 8).
 struct Reference {
   int64_t bs;
   std::vector<double> epochs;
 };
-const std::vector<Reference>& references() {
+const std::vector<Reference>& references_310() {
   static const std::vector<Reference> refs = {
       {8, {13, 13, 12, 13, 13, 13, 13, 12, 13, 12}},
       {48, {14, 14, 14, 14, 14, 14, 14, 14, 14, 14}},
@@ -25,6 +26,15 @@ const std::vector<Reference>& references() {
       {272, {18, 17, 17, 18, 17, 17, 17, 17, 17, 16}},
   };
   return refs;
+}
+
+const std::vector<Reference>& references(const std::string& ruleset) {
+  static const std::vector<Reference> refs_100 = [] {
+    std::vector<Reference> r = references_310();
+    std::erase_if(r, [](const Reference& x) { return x.bs == 8; });
+    return r;
+  }();
+  return ruleset == "1.0.0" || ruleset == "1.1.0" ? refs_100 : references_310();
 }
 
 constexpr int kSubmissionRuns = 5;  // Mask R-CNN
@@ -109,9 +119,9 @@ RcpStats interpolated(int64_t bs, const RcpStats& lo, const RcpStats& hi) {
   return r;
 }
 
-std::vector<RcpStats> all_rcps() {
+std::vector<RcpStats> all_rcps(const std::string& ruleset) {
   std::vector<RcpStats> out;
-  for (const Reference& ref : references()) {
+  for (const Reference& ref : references(ruleset)) {
     RcpStats s{.global_batch_size = ref.bs};
     s.mean = olympic_mean(ref.epochs, 1);
     s.stdev = population_stdev(ref.epochs);
@@ -137,8 +147,8 @@ double student_t_cdf(double t, double df) {
   return t < 0 ? tail : 1 - tail;
 }
 
-std::vector<RcpStats> pruned_rcps() {
-  std::vector<RcpStats> v = all_rcps();
+std::vector<RcpStats> pruned_rcps(const std::string& ruleset) {
+  std::vector<RcpStats> v = all_rcps(ruleset);
   const auto fastest = std::min_element(v.begin(), v.end(), [](const RcpStats& a, const RcpStats& b) { return a.mean < b.mean; });
   const int64_t fastest_bs = fastest->global_batch_size;
   std::erase_if(v, [&](const RcpStats& r) { return r.global_batch_size < fastest_bs; });
@@ -155,8 +165,8 @@ std::vector<RcpStats> pruned_rcps() {
   return v;
 }
 
-std::optional<RcpStats> rcp_at(int64_t global_batch_size) {
-  const std::vector<RcpStats> rcps = pruned_rcps();
+std::optional<RcpStats> rcp_at(int64_t global_batch_size, const std::string& ruleset) {
+  const std::vector<RcpStats> rcps = pruned_rcps(ruleset);
   const RcpStats* below = nullptr;
   const RcpStats* above = nullptr;
   for (const RcpStats& r : rcps) {
@@ -169,8 +179,9 @@ std::optional<RcpStats> rcp_at(int64_t global_batch_size) {
   return std::nullopt;
 }
 
-RcpVerdict rcp_check(const std::vector<RcpRun>& runs) {
+RcpVerdict rcp_check(const std::vector<RcpRun>& runs, const std::string& ruleset) {
   RcpVerdict v;
+  v.ruleset = ruleset;
   int64_t bs = -1;
   int not_converged = 0;
   std::vector<double> epochs;
@@ -182,7 +193,7 @@ RcpVerdict rcp_check(const std::vector<RcpRun>& runs) {
   }
   if (bs == -1) return v.message = "Could not detect global_batch_size", v;
   if (not_converged > 1) return v.message = "Insufficient convergence", v;
-  const std::vector<RcpStats> rcps = pruned_rcps();
+  const std::vector<RcpStats> rcps = pruned_rcps(ruleset);
   const std::string missing = "Missing RCP, please submit RCP with BS = " + std::to_string(bs);
   const RcpStats* exact = nullptr;
   const RcpStats* below = nullptr;  // the largest batch size under bs

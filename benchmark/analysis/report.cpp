@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "logging/compliance.h"
 #include "logging/json_file.h"
 
 namespace mrcnn::analysis {
@@ -151,6 +152,20 @@ void summarize_speed(SystemReport& s) {
   s.throughput_note += runs;
 }
 
+// The round whose rules check and score the system: --ruleset, else the round its folder's path
+// names (training_results_vX.Y), else 3.1.0.
+void choose_ruleset(SystemReport& s, const ReportOptions& options) {
+  if (!options.ruleset.empty()) {
+    s.ruleset = options.ruleset, s.ruleset_source = "given";
+    return;
+  }
+  std::error_code ec;
+  fs::path where = fs::absolute(s.folder, ec);
+  if (ec) where = s.folder;
+  s.ruleset = logging::ruleset_from_path(where.lexically_normal().generic_string()), s.ruleset_source = "path";
+  if (s.ruleset.empty()) s.ruleset = logging::kDefaultRuleset, s.ruleset_source = "default";
+}
+
 // A system's runs: the result files of its maskrcnn folder (named for <system>/maskrcnn), or run
 // folders (named for the folder given).
 SystemReport report_system(const report_detail::Found& f, const ReportOptions& options) {
@@ -158,7 +173,8 @@ SystemReport report_system(const report_detail::Found& f, const ReportOptions& o
                  .folder = f.folder.string(), .source = f.source};
   s.label = s.name;
   s.problems = f.problems;
-  for (const fs::path& run : f.runs) s.runs.push_back(summarize_run(run));
+  choose_ruleset(s, options);
+  for (const fs::path& run : f.runs) s.runs.push_back(summarize_run(run, s.ruleset));
   for (const RunSummary& r : s.runs)
     if (!r.run.benchmark.empty() && r.run.benchmark != "maskrcnn")
       throw ReportError(r.file + ": a result of benchmark '" + r.run.benchmark + "', not Mask R-CNN (maskrcnn)");
@@ -179,7 +195,7 @@ SystemReport report_system(const report_detail::Found& f, const ReportOptions& o
     s.mean_time.scoring_total = 0;
     for (double v : scoring) *s.mean_time.scoring_total += v / static_cast<double>(scoring.size());
   }
-  s.rcp = rcp_check(rcp_runs);
+  s.rcp = rcp_check(rcp_runs, s.ruleset);
   profile_stages(s);
   summarize_speed(s);
   if (s.division == "closed" && s.rcp.passed && olympic) s.rcp_normalized_minutes = *olympic * s.rcp.norm_factor;
@@ -227,11 +243,12 @@ void label_systems(std::vector<SystemReport>& systems) {
 // The scaling efficiency within each source, location, division, submitter, accelerator model and
 // accelerators per node: the same node at other node counts, against the smallest count's fastest.
 void scaling(std::vector<SystemReport>& systems) {
-  using Key = std::tuple<std::string, std::string, std::string, std::string, std::string, int64_t>;
+  using Key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, int64_t>;
   std::map<Key, std::vector<SystemReport*>> groups;
   for (SystemReport& s : systems)
     if (s.has_accelerators && s.score_minutes && !s.accelerator_model.empty())
-      groups[{s.source, location(s), s.division, s.submitter, model_key(s.accelerator_model), s.accelerators / s.nodes}]
+      groups[{s.source, location(s), s.ruleset, s.division, s.submitter, model_key(s.accelerator_model),
+              s.accelerators / s.nodes}]
           .push_back(&s);
   for (auto& [key, members] : groups) {
     const SystemReport* base = nullptr;
@@ -250,6 +267,11 @@ void scaling(std::vector<SystemReport>& systems) {
 }  // namespace
 
 std::vector<SystemReport> build_report(const std::vector<std::string>& paths, const ReportOptions& options) {
+  if (!options.ruleset.empty() && !logging::is_ruleset(options.ruleset)) {
+    std::string list;
+    for (const std::string& r : logging::rulesets()) list += (list.empty() ? "" : ", ") + r;
+    throw ReportError("--ruleset " + options.ruleset + ": not a ruleset with Mask R-CNN (" + list + ")");
+  }
   std::vector<SystemReport> out;
   for (const report_detail::Found& f : report_detail::discover(paths)) out.push_back(report_system(f, options));
   label_systems(out);

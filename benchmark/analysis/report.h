@@ -9,7 +9,10 @@
 //   - the score as the official result_summarizer computes it: each run's run_stop - run_start in
 //     minutes, a run failing the compliance check dropped (at most one), the olympic mean, times
 //     scaling.json's factor when the folder has one; accelerator-hours per result;
-//   - the RCP check of training 3.1.0 (rcp.h), and in the closed division the RCP-normalized score
+//   - the round's rules: every system is checked and scored by the ruleset of its own round (the
+//     round its folder's path names, training_results_vX.Y; ReportOptions::ruleset for all; else
+//     3.1.0), its compliance rules (logging/compliance.h) and its RCPs (rcp.h);
+//   - the RCP check of that round, and in the closed division the RCP-normalized score
 //     (the RCP decides closed-division results only: "n/a" in the open division);
 //   - epochs to converge against the reference convergence point;
 //   - training images/s per accelerator (per host processor when the system has no accelerator),
@@ -40,6 +43,7 @@ namespace mrcnn::analysis {
 
 struct ReportOptions {
   std::map<std::string, double> price_per_node_hour;  // by system name; "" applies to every system
+  std::string ruleset;  // every system's ruleset; "": each system's round from its path, else 3.1.0
   std::string systems_dir = "systems";                // where systems/<name>.json may describe a system
 };
 
@@ -48,6 +52,8 @@ struct SystemReport {
   std::string label;       // name, qualified where two systems share it: "name [source/round/org]"
   std::string folder;      // the maskrcnn folder
   std::string source;      // the folder given to `report` that holds it
+  std::string ruleset;         // the round's rules it was checked and scored by ("2.1.0")
+  std::string ruleset_source;  // "given" (--ruleset), "path" (the folder's path names the round), "default"
   std::string division, org, accelerator_model, framework;
   std::string submitter;   // the description's submitter, else the log's submission_org
   // The system description (system_description.h). When it cannot be read (`described` false,

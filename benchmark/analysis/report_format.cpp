@@ -86,6 +86,20 @@ std::string short_source(const std::string& source) {
   return source.empty() ? "-" : "mixed";
 }
 
+// "1.0.0: 12 systems (path); 3.1.0: 2 systems (default)"
+std::string rules_summary(const std::vector<SystemReport>& systems) {
+  std::map<std::string, std::map<std::string, int>> n;
+  for (const SystemReport& s : systems) ++n[s.ruleset][s.ruleset_source];
+  std::string out;
+  for (const auto& [ruleset, sources] : n) {
+    int total = 0;
+    std::string how;
+    for (const auto& [source, k] : sources) total += k, how += (how.empty() ? "" : ", ") + (source == "given" ? "--ruleset" : source);
+    out += (out.empty() ? "" : "; ") + ruleset + ": " + std::to_string(total) + " system" + (total == 1 ? "" : "s") + " (" + how + ")";
+  }
+  return out;
+}
+
 std::string rcp_cell(const SystemReport& s) {
   if (!s.rcp_applies()) return "n/a (open)";
   return s.rcp.passed ? "pass" : "FAIL";
@@ -101,6 +115,9 @@ void system_details(std::ostringstream& o, const SystemReport& s) {
     o << "nodes and accelerators unknown";
   }
   o << (s.framework.empty() ? "" : ", " + s.framework) << "\n";
+  o << "  rules: ruleset " << s.ruleset << " ("
+    << (s.ruleset_source == "given" ? "--ruleset" : s.ruleset_source == "path" ? "the round its path names" : "by default: no round in its path")
+    << "): its compliance check and its RCPs\n";
   for (const std::string& p : s.problems) o << "  PROBLEM: " << p << "\n";
   if (!s.score_note.empty()) o << "  score: " << s.score_note << "\n";
   if (s.scaling_factor != 1) o << "  score includes scaling.json's factor " << s.scaling_factor << "\n";
@@ -143,10 +160,10 @@ void system_details(std::ostringstream& o, const SystemReport& s) {
 }  // namespace
 
 std::string format_report_table(const std::vector<SystemReport>& systems) {
-  std::vector<std::vector<std::string>> rows{{"submitter", "system", "accel", "nodes", "division", "runs", "dropped",
-                                              "score (min)", "accel-h", "RCP (3.1.0)", "epochs (RCP)", "img/s/accel",
+  std::vector<std::vector<std::string>> rows{{"submitter", "system", "accel", "nodes", "division", "rules", "runs",
+                                              "dropped", "score (min)", "accel-h", "RCP", "epochs (RCP)", "img/s/accel",
                                               "source", "scaling", "cost"}};
-  const std::vector<bool> right{false, false, true, true, false, true, true, true, true, false, true, true, false, true, true};
+  const std::vector<bool> right{false, false, true, true, false, false, true, true, true, true, false, true, true, false, true, true};
   const std::vector<const SystemReport*> order = comparison_order(systems);
   std::string model = "\x01";
   for (const SystemReport* p : order) {
@@ -159,7 +176,7 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
     const std::string unknown = "?";
     rows.push_back({s.submitter.empty() ? "-" : s.submitter, s.label, s.described ? std::to_string(s.accelerators) : unknown,
                     s.described ? std::to_string(s.nodes) : unknown,
-                    s.division.empty() ? "-" : s.division, std::to_string(s.runs.size()), std::to_string(s.dropped),
+                    s.division.empty() ? "-" : s.division, s.ruleset, std::to_string(s.runs.size()), std::to_string(s.dropped),
                     opt(s.score_minutes, "%.4f"), opt(s.accelerator_hours, "%.2f"), rcp_cell(s), epochs,
                     opt(s.images_per_s_per_accelerator, "%.2f"), short_source(s.throughput_source),
                     opt(s.scaling_efficiency, "%.3f"), opt(s.cost_per_result, "%.2f")});
@@ -170,13 +187,21 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
        "117,266 images over the training time; train_samples = epochs x train_samples over the training time; steps x batch = "
        "metrics.jsonl's steps x the global batch over the training time.\n"
        "scaling: the speedup over the smallest node count of the same node (submitter, accelerator model and count "
-       "a node, division, round), against linear.\n";
+       "a node, division, round), against linear.\n"
+       "rules: the ruleset whose compliance check, scoring and RCPs each system is read by (its round: "
+       + rules_summary(systems) + ").\n";
   for (const SystemReport* s : order) system_details(o, *s);
   return o.str();
 }
 
 Json report_json(const std::vector<SystemReport>& systems) {
-  Json out{{"ruleset", "3.1.0"}, {"systems", Json::array()}};
+  std::vector<std::string> rulesets;
+  for (const SystemReport& s : systems)
+    if (std::find(rulesets.begin(), rulesets.end(), s.ruleset) == rulesets.end()) rulesets.push_back(s.ruleset);
+  std::sort(rulesets.begin(), rulesets.end());
+  // "ruleset": the one every system was read by, null when they span several rounds ("rulesets").
+  Json out{{"ruleset", rulesets.size() == 1 ? Json(rulesets.front()) : Json(nullptr)}, {"rulesets", rulesets},
+           {"systems", Json::array()}};
   for (const SystemReport& s : systems) {
     Json runs = Json::array();
     for (const RunSummary& r : s.runs) {
@@ -185,7 +210,8 @@ Json report_json(const std::vector<SystemReport>& systems) {
         if (e.bbox && e.accuracy_ms && r.run.run_start_ms)
           acc.push_back({{"epoch", e.epoch}, {"minutes", (*e.accuracy_ms - *r.run.run_start_ms) / 60000},
                          {"bbox", *e.bbox}, {"segm", e.segm ? Json(*e.segm) : Json(nullptr)}});
-      runs.push_back({{"file", r.file}, {"status", r.run.status}, {"seed", r.run.seed ? Json(*r.run.seed) : Json(nullptr)},
+      runs.push_back({{"file", r.file}, {"ruleset", r.ruleset}, {"status", r.run.status},
+                      {"seed", r.run.seed ? Json(*r.run.seed) : Json(nullptr)},
                       {"compliant", r.compliant}, {"check_error", r.check_error}, {"minutes", opt_json(r.minutes)},
                       {"epochs_to_converge", opt_json(r.epochs_to_converge)}, {"images_per_s", opt_json(r.throughput.images_per_s)},
                       {"throughput_source", r.throughput.source}, {"throughput_note", r.throughput.note},
@@ -193,7 +219,8 @@ Json report_json(const std::vector<SystemReport>& systems) {
                       {"time", time_json(r.time)}, {"accuracy", acc}});
     }
     out["systems"].push_back(
-        {{"system", s.name}, {"label", s.label}, {"folder", s.folder}, {"source", s.source}, {"division", s.division},
+        {{"system", s.name}, {"label", s.label}, {"folder", s.folder}, {"source", s.source}, {"ruleset", s.ruleset},
+         {"ruleset_source", s.ruleset_source}, {"division", s.division},
          {"org", s.org}, {"submitter", s.submitter}, {"framework", s.framework},
          {"nodes", s.described ? Json(s.nodes) : Json(nullptr)}, {"accelerators", s.described ? Json(s.accelerators) : Json(nullptr)},
          {"has_accelerators", s.has_accelerators}, {"described", s.described}, {"description", s.description.path},
@@ -202,7 +229,7 @@ Json report_json(const std::vector<SystemReport>& systems) {
          {"runs_count", s.runs.size()}, {"dropped", s.dropped}, {"score_minutes", opt_json(s.score_minutes)},
          {"scaling_factor", s.scaling_factor}, {"score_note", s.score_note},
          {"accelerator_hours", opt_json(s.accelerator_hours)},
-         {"rcp", {{"passed", s.rcp.passed}, {"message", s.rcp.message}, {"norm_factor", s.rcp.norm_factor},
+         {"rcp", {{"passed", s.rcp.passed}, {"ruleset", s.rcp.ruleset}, {"message", s.rcp.message}, {"norm_factor", s.rcp.norm_factor},
                   {"submission_mean_epochs", s.rcp.has_rcp ? Json(s.rcp.submission_mean) : Json(nullptr)},
                   {"rcp_mean_epochs", s.rcp.has_rcp ? Json(s.rcp.rcp.mean) : Json(nullptr)},
                   {"min_acceptable_mean_epochs", s.rcp.has_rcp ? Json(s.rcp.rcp.mean / s.rcp.rcp.max_speedup) : Json(nullptr)},

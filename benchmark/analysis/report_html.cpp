@@ -161,7 +161,7 @@ void comparison_plots(Plots& plots, const std::vector<const SystemReport*>& orde
 void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>& order) {
   const ModelColors colors(order);
   o << "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>submitter</th><th>system</th><th>accelerators</th><th>nodes</th>"
-    << "<th>framework</th><th>division</th><th>runs</th><th>dropped</th><th>score (min)</th><th>accelerator-hours</th>"
+    << "<th>framework</th><th>division</th><th>rules</th><th>runs</th><th>dropped</th><th>score (min)</th><th>accelerator-hours</th>"
     << "<th>RCP check</th><th>epochs to converge</th><th>RCP mean epochs</th><th>images/s per accelerator</th>"
     << "<th>throughput from</th><th>scaling efficiency</th><th>cost per result</th></tr>\n";
   std::string model = "\x01";
@@ -169,7 +169,7 @@ void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>
     const SystemReport& s = *p;
     if (model_key(s.accelerator_model) != model) {
       model = model_key(s.accelerator_model);
-      o << "<tr class=\"group\"><th colspan=\"17\"><span class=\"swatch\" style=\"background:" << colors.of(s)
+      o << "<tr class=\"group\"><th colspan=\"18\"><span class=\"swatch\" style=\"background:" << colors.of(s)
         << "\"></span>" << svg::escape(model_name(s.accelerator_model)) << "</th></tr>\n";
     }
     const char* rcp_class = !s.rcp_applies() ? "na" : s.rcp.passed ? "pass" : "fail";
@@ -178,7 +178,7 @@ void summary_table(std::ostringstream& o, const std::vector<const SystemReport*>
       << cell(s, "accelerators", s.described ? std::optional<double>(static_cast<double>(s.accelerators)) : std::nullopt, "%.0f", "?")
       << cell(s, "nodes", s.described ? std::optional<double>(static_cast<double>(s.nodes)) : std::nullopt, "%.0f", "?")
       << "<td class=\"fw\" title=\"" << svg::escape(s.framework) << "\">" << svg::escape(s.framework.empty() ? "-" : s.framework)
-      << "</td>" << text_cell(s.division) << cell(s, "runs_count", static_cast<double>(s.runs.size()), "%.0f")
+      << "</td>" << text_cell(s.division) << text_cell(s.ruleset) << cell(s, "runs_count", static_cast<double>(s.runs.size()), "%.0f")
       << cell(s, "dropped", static_cast<double>(s.dropped), "%.0f") << cell(s, "score_minutes", s.score_minutes, "%.4f")
       << cell(s, "accelerator_hours", s.accelerator_hours, "%.2f") << "<td class=\"" << rcp_class << "\">"
       << svg::escape(rcp) << "</td>" << cell(s, "mean_epochs_to_converge", s.mean_epochs_to_converge, "%.2f")
@@ -246,7 +246,8 @@ void system_section(std::ostringstream& o, Plots& plots, size_t index, const Sys
                           (s.has_accelerators ? "accelerator(s) " : "host processor(s), no accelerator ")
                     : "nodes and accelerators unknown: " + svg::escape(s.description.problem) + " ")
     << svg::escape(s.accelerator_model)
-    << (s.framework.empty() ? "" : "; " + svg::escape(s.framework))
+    << (s.framework.empty() ? "" : "; " + svg::escape(s.framework)) << "; ruleset " << svg::escape(s.ruleset)
+    << (s.ruleset_source == "path" ? " (the round its path names)" : s.ruleset_source == "default" ? " (by default)" : "")
     << (s.score_note.empty() ? "" : "; " + svg::escape(s.score_note)) << "</p>\n"
     << "<table><tr><th>result</th><th>status</th><th>seed</th><th>minutes</th><th>epochs</th><th>images/s</th>"
     << "<th>throughput from</th><th>compliance</th></tr>\n";
@@ -285,7 +286,9 @@ std::string write_report_html(const std::vector<SystemReport>& systems, const st
     << ".na{color:#777}.note{color:#777;font-size:85%}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}"
     << "figure{margin:1em 0}figcaption{color:#555;font-size:90%}svg{border:1px solid #eee}</style>\n"
     << "</head><body>\n<h1>Mask R-CNN results: systems compared</h1>\n"
-    << "<p>MLPerf Training ruleset 3.1.0. Score: the official result_summarizer's olympic mean of the runs' time to "
+    << "<p>MLPerf Training, each system by the ruleset of its round (the rules column: its compliance check, scoring "
+    << "and RCPs; the round its folder's path names, training_results_vX.Y, else 3.1.0). "
+    << "Score: the official result_summarizer's olympic mean of the runs' time to "
     << "train (a run failing the compliance check dropped, at most one). RCP: the official rcp_checker's verdict with "
     << "the pruned reference points; it decides closed-division results only (n/a in the open division). "
     << "Images/s per accelerator: the median over the runs, from the log's own throughput events where it has them, "

@@ -112,11 +112,14 @@ Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) 
 // A result file, or a run folder (its mlperf_log.txt the file checked and named).
 }  // namespace
 
-RunSummary summarize_run(const fs::path& path) {
+RunSummary summarize_run(const fs::path& path, const std::string& ruleset) {
   std::error_code ec;
   const fs::path file = fs::is_directory(path, ec) ? path / "mlperf_log.txt" : path;
   RunSummary s{.file = file.string(), .run = read_run(path.string())};
-  const logging::CheckReport check = logging::check_log_file(file.string());
+  logging::CheckOptions options;
+  options.ruleset = ruleset;
+  const logging::CheckReport check = logging::check_log_file(file.string(), options);
+  s.ruleset = check.ruleset;
   s.compliant = check.readable && check.passed;
   if (!s.compliant)
     s.check_error = check.errors.empty() ? "not readable" : "line " + std::to_string(check.errors.front().line) + ": " + check.errors.front().text;

@@ -48,7 +48,8 @@ inline constexpr int64_t kCocoValImages = 5000;
 struct RunSummary {
   std::string file;
   RunRecord run;
-  bool compliant = false;   // the MLPerf compliance check (the official verdict)
+  std::string ruleset;      // the ruleset it was checked against
+  bool compliant = false;   // the MLPerf compliance check (the official verdict of that ruleset)
   std::string check_error;  // the first failing line when not compliant
   std::optional<double> minutes;          // time to train, when run_start and run_stop were logged
   std::optional<double> epochs_to_converge;
@@ -56,7 +57,8 @@ struct RunSummary {
   TimeBreakdown time;
 };
 
-// A result file or a run folder read, checked by the compliance check and measured.
-RunSummary summarize_run(const std::filesystem::path& path);
+// A result file or a run folder read, checked by the compliance check of `ruleset` ("": the round
+// its path names, else 3.1.0; logging::CheckOptions) and measured.
+RunSummary summarize_run(const std::filesystem::path& path, const std::string& ruleset = "");
 
 }  // namespace mrcnn::analysis
