@@ -218,6 +218,11 @@ std::vector<CheckMessage> advisories(const std::vector<LogLine>& lines) {
   std::optional<int64_t> open_epoch;  // epoch_num of the open epoch, when it logged one
   int64_t last_epoch = 0;
   std::set<int64_t> stopped_epochs, evaluated;
+  // Blocks count epochs too: a log of blocks only (Google's TPU logs number them from 0 and their
+  // evaluations from 1) has finished epoch e once its stopped blocks hold e epochs.
+  std::map<int64_t, int64_t> open_blocks;  // first_epoch_num -> epoch_count
+  int64_t block_epochs = 0;
+  const auto finished = [&](int64_t e) { return stopped_epochs.contains(e) || e <= block_epochs; };
   const LogLine* run_stop = nullptr;
   for (const LogLine& l : lines) {
     const std::string k = l.key_str();
@@ -253,14 +258,19 @@ std::vector<CheckMessage> advisories(const std::vector<LogLine>& lines) {
       if (e) stopped_epochs.insert(*e);
       epoch_open = false;
     }
+    if (k == "block_start") open_blocks[meta_int(l, "first_epoch_num").value_or(-1)] = meta_int(l, "epoch_count").value_or(1);
+    if (k == "block_stop") {
+      const auto it = open_blocks.find(meta_int(l, "first_epoch_num").value_or(-1));
+      if (it != open_blocks.end()) block_epochs += std::max<int64_t>(it->second, 0), open_blocks.erase(it);
+    }
     if (k == "eval_start") {
       const auto e = meta_int(l, "epoch_num");
-      if (e && !stopped_epochs.contains(*e))
+      if (e && !finished(*e))
         out.push_back({l.file_line, k, "evaluates epoch " + std::to_string(*e) + ", which has not finished"});
     }
     if (k == "eval_accuracy") {
       const auto e = meta_int(l, "epoch_num");
-      if (e && !stopped_epochs.contains(*e))
+      if (e && !finished(*e))
         out.push_back({l.file_line, k, "accuracy for epoch " + std::to_string(*e) + ", which has not finished"});
       if (e && !evaluated.insert(*e).second)
         out.push_back({l.file_line, k, "a second accuracy for epoch " + std::to_string(*e)});

@@ -186,6 +186,7 @@ SystemReport report_system(const report_detail::Found& f, const ReportOptions& o
     rcp_runs.push_back({.converged = r.epochs_to_converge.has_value(), .epochs = r.epochs_to_converge.value_or(0),
                         .global_batch_size = r.run.global_batch_size.value_or(-1)});
     if (r.epochs_to_converge) epochs.push_back(*r.epochs_to_converge);
+    s.block_counted_runs += r.counted_in_blocks ? 1 : 0;
     for (auto part : kTimeParts) s.mean_time.*part += r.time.*part / static_cast<double>(s.runs.size());
   }
   std::vector<double> scoring;  // the mean over the runs that logged it

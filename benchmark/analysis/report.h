@@ -85,6 +85,7 @@ struct SystemReport {
   std::optional<double> scaling_speedup, scaling_efficiency;
   std::string scaling_base;                             // that smallest system's label
   TimeBreakdown mean_time;                              // mean over the runs
+  int block_counted_runs = 0;  // runs whose training time and epochs come from their blocks (no epochs logged)
   // Per-stage milliseconds per step from the runs' profile.json (`train --profile`), averaged over
   // the runs that have one: [{"stage", "depth", "per_step_ms", "share"}]; empty when none has.
   Json stages = Json::array();

@@ -82,6 +82,8 @@ std::string short_source(const std::string& source) {
   if (source == kSourceThroughputEvents) return "log events";
   if (source == kSourceCocoEpochs) return "117266/epoch";
   if (source == kSourceTrainSamples) return "train_samples";
+  if (source == kSourceCocoBlocks) return "117266/epoch, blocks";
+  if (source == kSourceTrainSamplesBlocks) return "train_samples, blocks";
   if (source == kSourceSteps) return "steps x batch";
   return source.empty() ? "-" : "mixed";
 }
@@ -134,6 +136,10 @@ void system_details(std::ostringstream& o, const SystemReport& s) {
     o << "  scaling: " << opt(s.scaling_speedup, "%.2f") << "x faster than " << s.scaling_base << " with " << s.nodes
       << " nodes: efficiency " << opt(s.scaling_efficiency, "%.3f") << "\n";
   const TimeBreakdown& t = s.mean_time;
+  if (s.block_counted_runs > 0)
+    o << "  blocks: " << s.block_counted_runs << " of " << s.runs.size()
+      << " runs log blocks, not epochs: their training time is the blocks' (block_start to block_stop) and the epochs "
+         "trained their epoch_count\n";
   std::snprintf(line, sizeof line,
                 "  time per run (mean s): init %.2f | training %.2f | eval inference %.2f | wait for last score %.2f "
                 "| idle %.2f   (COCO scoring %s)\n",
@@ -185,7 +191,8 @@ std::string format_report_table(const std::vector<SystemReport>& systems) {
   o << aligned(rows, right)
     << "\nsource of img/s: log events = the log's throughput events (median); 117266/epoch = epochs x COCO train2017's "
        "117,266 images over the training time; train_samples = epochs x train_samples over the training time; steps x batch = "
-       "metrics.jsonl's steps x the global batch over the training time.\n"
+       "metrics.jsonl's steps x the global batch over the training time; \", blocks\": the log counts blocks, not epochs "
+       "(block_start/block_stop, first_epoch_num, epoch_count): training time and epochs from its blocks.\n"
        "scaling: the speedup over the smallest node count of the same node (submitter, accelerator model and count "
        "a node, division, round), against linear.\n"
        "rules: the ruleset whose compliance check, scoring and RCPs each system is read by (its round: "
@@ -215,7 +222,8 @@ Json report_json(const std::vector<SystemReport>& systems) {
                       {"compliant", r.compliant}, {"check_error", r.check_error}, {"minutes", opt_json(r.minutes)},
                       {"epochs_to_converge", opt_json(r.epochs_to_converge)}, {"images_per_s", opt_json(r.throughput.images_per_s)},
                       {"throughput_source", r.throughput.source}, {"throughput_note", r.throughput.note},
-                      {"throughput_events", r.run.throughput.size()},
+                      {"throughput_events", r.run.throughput.size()}, {"counted_in_blocks", r.counted_in_blocks},
+                      {"epochs_trained", r.epochs_trained},
                       {"time", time_json(r.time)}, {"accuracy", acc}});
     }
     out["systems"].push_back(
@@ -241,7 +249,7 @@ Json report_json(const std::vector<SystemReport>& systems) {
          {"throughput_source", s.throughput_source}, {"throughput_note", s.throughput_note},
          {"scaling", {{"speedup", opt_json(s.scaling_speedup)}, {"efficiency", opt_json(s.scaling_efficiency)},
                       {"base", s.scaling_base.empty() ? Json(nullptr) : Json(s.scaling_base)}}},
-         {"mean_time", time_json(s.mean_time)}, {"price_per_node_hour", opt_json(s.price_per_node_hour)},
+         {"mean_time", time_json(s.mean_time)}, {"block_counted_runs", s.block_counted_runs}, {"price_per_node_hour", opt_json(s.price_per_node_hour)},
          {"cost_per_result", opt_json(s.cost_per_result)}, {"profiled_runs", s.profiled_runs},
          {"stages", s.stages}, {"runs", runs}});
   }

@@ -54,6 +54,24 @@ void read_rank_steps(const Json& value, EpochRecord& e) {
       e.rank_steps.emplace_back(m[i].get<double>(), p[i].get<double>());
 }
 
+// block_start opens a block {first_epoch_num, epoch_count}; block_stop closes the last open block of
+// its first_epoch_num (or the last open one when it names none).
+void read_block(std::vector<BlockRecord>& blocks, bool start, const Json& meta, double t) {
+  const bool named = meta.contains("first_epoch_num") && as_int(meta["first_epoch_num"]).has_value();
+  const int64_t first = named ? *as_int(meta["first_epoch_num"]) : 0;
+  if (start) {
+    int64_t count = 1;
+    if (meta.contains("epoch_count") && as_int(meta["epoch_count"])) count = std::max<int64_t>(*as_int(meta["epoch_count"]), 0);
+    blocks.push_back({.first_epoch = first, .epoch_count = count, .start_ms = t});
+    return;
+  }
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    if (!it->stop_ms && (!named || it->first_epoch == first)) {
+      it->stop_ms = t;
+      return;
+    }
+}
+
 void read_log(RunRecord& r) {
   // The compliance check's reader: the official parser's view of the records (Latin-1 text, the
   // last token of a line, json.loads semantics), every damaged record an error instead of a crash.
@@ -103,6 +121,7 @@ void read_log(RunRecord& r) {
       if (value.is_object() && value.contains("SEGM") && value["SEGM"].is_number()) e.segm = value["SEGM"].get<double>();
     }
     else if (key == "rank_step_seconds" && epoch && value.is_object()) read_rank_steps(value, epoch_of(r.epochs, n));
+    else if (key == "block_start" || key == "block_stop") read_block(r.blocks, key == "block_start", meta, t);
     else if (key == "throughput" && value.is_number() && value.get<double>() > 0) r.throughput.push_back(value.get<double>());
     if (is_hyperparameter(key)) r.hyperparameters[key] = value;
     if (key == "global_batch_size") r.global_batch_size = as_int(value);

@@ -39,6 +39,14 @@ struct EpochRecord {
   int64_t ranks = 0;
 };
 
+// A block of epochs (block_start / block_stop): what a log that counts blocks, not epochs, trained
+// (Google's TPU logs of v1.0 and v2.0 have no epoch_start / epoch_stop at all).
+struct BlockRecord {
+  int64_t first_epoch = 0;  // metadata.first_epoch_num, as logged (0-based in Google's logs)
+  int64_t epoch_count = 1;  // metadata.epoch_count
+  std::optional<double> start_ms, stop_ms;
+};
+
 struct StepRecord {
   int64_t line = 0;  // in metrics.jsonl, 1-based
   int64_t step = 0, epoch = 0;
@@ -63,6 +71,7 @@ struct RunRecord {
   std::vector<double> throughput;
   std::map<std::string, Json> hyperparameters;  // every logged opt_*, batch and image-size key
   std::vector<EpochRecord> epochs;              // in epoch order
+  std::vector<BlockRecord> blocks;              // in log order
   int64_t unreadable_log_lines = 0;
 
   // From metrics.jsonl, fingerprint.json, config.json and profile.json (`train --profile`; empty /

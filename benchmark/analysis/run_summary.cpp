@@ -16,7 +16,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
+bool trains_in_epochs(const RunRecord& r) {
+  return std::any_of(r.epochs.begin(), r.epochs.end(), [](const EpochRecord& e) { return e.start_ms && e.stop_ms; });
+}
+
+bool trains_in_blocks(const RunRecord& r) {
+  return !trains_in_epochs(r) &&
+         std::any_of(r.blocks.begin(), r.blocks.end(), [](const BlockRecord& b) { return b.start_ms && b.stop_ms; });
+}
+
+// A log of blocks: training is the blocks (block_start to block_stop), and an evaluation's inference
+// runs from eval_start until the next block starts (or eval_stop, when sooner).
+TimeBreakdown time_of_blocks(const RunRecord& r) {
+  TimeBreakdown t;
+  if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
+  double last_end = r.run_start_ms.value_or(0);
+  for (const BlockRecord& b : r.blocks)
+    if (b.start_ms && b.stop_ms) t.training += (*b.stop_ms - *b.start_ms) / 1000, last_end = std::max(last_end, *b.stop_ms);
+  for (const EpochRecord& e : r.epochs) {
+    if (e.eval_start_ms && e.eval_stop_ms) {
+      double end = *e.eval_stop_ms;
+      for (const BlockRecord& b : r.blocks)
+        if (b.start_ms && *b.start_ms >= *e.eval_start_ms) end = std::min(end, *b.start_ms);
+      t.eval_inference += std::max(0.0, end - *e.eval_start_ms) / 1000;
+      last_end = std::max(last_end, end);
+    }
+    if (e.scoring_seconds) t.scoring_total = t.scoring_total.value_or(0) + *e.scoring_seconds;
+  }
+  if (const auto run = r.run_seconds()) {
+    if (r.run_stop_ms) t.final_scoring_wait = std::max(0.0, (*r.run_stop_ms - last_end) / 1000);
+    t.idle = std::max(0.0, *run - t.training - t.eval_inference - t.final_scoring_wait);
+  }
+  return t;
+}
+
 TimeBreakdown time_of(const RunRecord& r) {
+  if (trains_in_blocks(r)) return time_of_blocks(r);
   TimeBreakdown t;
   if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
   // The validation inference of an epoch runs from eval_start until training resumes (the next
@@ -57,7 +92,9 @@ std::vector<int64_t> images_stepped(const RunRecord& r) {
 
 // train_samples against the evidence used (see Throughput in run_summary.h).
 void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped, double per_epoch_scale, Throughput& t) {
-  if (!r.train_samples || *r.train_samples <= 0 || !t.images_per_s || t.source == kSourceTrainSamples) return;
+  if (!r.train_samples || *r.train_samples <= 0 || !t.images_per_s || t.source == kSourceTrainSamples ||
+      t.source == kSourceTrainSamplesBlocks)
+    return;
   const auto samples = static_cast<double>(*r.train_samples);
   if (stepped.size() > 1) {  // every epoch but the last is whole: the run may stop inside the last one
     double whole = 0;
@@ -80,7 +117,7 @@ void check_train_samples(const RunRecord& r, const std::vector<int64_t>& stepped
 }
 
 // See Throughput in run_summary.h.
-Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) {
+Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs, bool blocks) {
   Throughput t;
   if (!r.throughput.empty()) t.images_per_s = median(r.throughput), t.source = kSourceThroughputEvents;
   if (!(training_s > 0) || epochs <= 0) return t;
@@ -92,9 +129,10 @@ Throughput throughput_of(const RunRecord& r, double training_s, int64_t epochs) 
     for (int64_t n : stepped) images += static_cast<double>(n);
     t.images_per_s = images / training_s, t.source = kSourceSteps;
   } else if (!t.images_per_s && coco) {
-    t.images_per_s = static_cast<double>(kCocoTrainImages) * scale, t.source = kSourceCocoEpochs;
+    t.images_per_s = static_cast<double>(kCocoTrainImages) * scale, t.source = blocks ? kSourceCocoBlocks : kSourceCocoEpochs;
   } else if (!t.images_per_s && r.train_samples && *r.train_samples > 0) {
-    t.images_per_s = static_cast<double>(*r.train_samples) * scale, t.source = kSourceTrainSamples;
+    t.images_per_s = static_cast<double>(*r.train_samples) * scale;
+    t.source = blocks ? kSourceTrainSamplesBlocks : kSourceTrainSamples;
   }
   check_train_samples(r, stepped, scale, t);
   if (t.source == kSourceThroughputEvents && coco && stepped.empty()) {
@@ -126,9 +164,13 @@ RunSummary summarize_run(const fs::path& path, const std::string& ruleset) {
   if (const auto sec = s.run.run_seconds()) s.minutes = *sec / 60;
   s.epochs_to_converge = s.run.converged_epoch();
   s.time = time_of(s.run);
-  int64_t trained = 0;
-  for (const EpochRecord& e : s.run.epochs) trained += (e.start_ms && e.stop_ms) ? 1 : 0;
-  s.throughput = throughput_of(s.run, s.time.training, trained);
+  s.counted_in_blocks = trains_in_blocks(s.run);
+  if (s.counted_in_blocks) {
+    for (const BlockRecord& b : s.run.blocks) s.epochs_trained += (b.start_ms && b.stop_ms) ? b.epoch_count : 0;
+  } else {
+    for (const EpochRecord& e : s.run.epochs) s.epochs_trained += (e.start_ms && e.stop_ms) ? 1 : 0;
+  }
+  s.throughput = throughput_of(s.run, s.time.training, s.epochs_trained, s.counted_in_blocks);
   return s;
 }
 

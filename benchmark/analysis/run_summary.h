@@ -27,6 +27,10 @@ struct TimeBreakdown {  // seconds
 //      is of the closed division (whose rules fix the dataset) or validated on COCO val2017
 //      (eval_samples 5000; NVIDIA's harness logs 1);
 //   4. the epochs trained x train_samples over the training time.
+// A log that counts blocks, not epochs (block_start / block_stop with first_epoch_num and
+// epoch_count, no epoch_start / epoch_stop: Google's TPU logs of v1.0 and v2.0) trains in its
+// blocks: the training time is theirs and the epochs trained their epoch_counts, and the source
+// says so (kSourceCocoBlocks, kSourceTrainSamplesBlocks).
 // `train_samples` is checked against the evidence used: the kept steps of every whole epoch
 // (within one batch), else the figure (within 10 %). NVIDIA's harness logs 40000 or 20000 while
 // every epoch is the whole training set; a disagreement is the note. Events are checked against
@@ -42,6 +46,8 @@ inline constexpr const char* kSourceThroughputEvents = "throughput events";
 inline constexpr const char* kSourceCocoEpochs = "epochs x 117266 (COCO train2017)";
 inline constexpr const char* kSourceTrainSamples = "epochs x train_samples";
 inline constexpr const char* kSourceSteps = "steps x global_batch_size (metrics.jsonl)";
+inline constexpr const char* kSourceCocoBlocks = "epochs x 117266 (COCO train2017), the epochs counted in blocks";
+inline constexpr const char* kSourceTrainSamplesBlocks = "epochs x train_samples, the epochs counted in blocks";
 inline constexpr int64_t kCocoTrainImages = 117266;  // train2017 images with a usable annotation
 inline constexpr int64_t kCocoValImages = 5000;
 
@@ -55,6 +61,9 @@ struct RunSummary {
   std::optional<double> epochs_to_converge;
   Throughput throughput;                  // whole system, training epochs only
   TimeBreakdown time;
+  // The training time and the epochs trained come from the log's blocks (it has no epochs).
+  bool counted_in_blocks = false;
+  int64_t epochs_trained = 0;             // whole epochs (or blocks' epoch_counts) started and stopped
 };
 
 // A result file or a run folder read, checked by the compliance check of `ruleset` ("": the round

@@ -487,6 +487,110 @@ TEST(Report, AWholeTreeIsReadForMaskRcnnOnlyAndSameNamesAreTold) {
   fs::remove_all(tree);
 }
 
+// A log that counts blocks, not epochs (as Google's TPU logs of v1.0 and v2.0): blocks numbered from
+// 0, each of one epoch of 100 s, an evaluation of 20 s after each (numbered from 1), 5 s between.
+std::string block_log(int blocks) {
+  std::string out;
+  double t = 1e12;
+  const auto rec = [&](const std::string& key, const std::string& value, const std::string& meta = "{}") {
+    out += ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(static_cast<int64_t>(t)) +
+           ", \"event_type\": \"POINT_IN_TIME\", \"key\": \"" + key + "\", \"value\": " + value +
+           ", \"metadata\": " + meta + "}\n";
+  };
+  rec("submission_benchmark", "\"maskrcnn\"");
+  rec("submission_division", "\"closed\"");
+  rec("global_batch_size", "256");
+  rec("train_samples", "118287");
+  rec("init_start", "null");
+  t += 60000;
+  rec("run_start", "null");
+  for (int b = 0; b < blocks; ++b) {
+    const std::string block = "{\"first_epoch_num\": " + std::to_string(b) + ", \"epoch_count\": 1}";
+    const std::string epoch = "{\"epoch_num\": " + std::to_string(b + 1) + "}";
+    rec("block_start", "null", block);
+    t += 100000;
+    rec("block_stop", "null", block);
+    t += 5000;
+    rec("eval_start", "null", epoch);
+    t += 20000;
+    rec("eval_accuracy", "{\"BBOX\": 0.4, \"SEGM\": 0.35}", epoch);
+    rec("eval_stop", "null", epoch);
+  }
+  rec("run_stop", "null", "{\"status\": \"success\"}");
+  return out;
+}
+
+// Training time, the time breakdown and images/s from the blocks, said so; a log of epochs keeps
+// its epochs.
+TEST(Report, ABlockCountedLogTrainsInItsBlocks) {
+  const fs::path tree = results_tree("mrcnn_report_blocks");
+  write_result(tree / "tpu" / "maskrcnn", block_log(3));
+  write_result(tree / "gpu" / "maskrcnn", log_text("closed", 117266, 5000, 3, {}));
+  fs::create_directories(tree / "systems");
+  for (const char* name : {"tpu", "gpu"})
+    std::ofstream(tree / "systems" / (std::string(name) + ".json"))
+        << R"({"system": {"number_of_nodes": "1", "accelerators_per_node": "4", "accelerator_model_name": "Test"}})";
+  const std::vector<SystemReport> systems = build_report({tree.string()}, {.systems_dir = (tree / "systems").string()});
+  const auto s = by_name(systems);
+  const RunSummary& tpu = s.at("tpu")->runs.at(0);
+  EXPECT_TRUE(tpu.counted_in_blocks);
+  EXPECT_EQ(tpu.epochs_trained, 3);
+  EXPECT_DOUBLE_EQ(tpu.time.training, 300);
+  EXPECT_DOUBLE_EQ(tpu.time.eval_inference, 60);  // each eval until the next block (or its eval_stop)
+  EXPECT_DOUBLE_EQ(tpu.time.idle, 15);             // the gaps between block_stop and eval_start
+  EXPECT_DOUBLE_EQ(tpu.time.init, 60);
+  EXPECT_EQ(tpu.throughput.source, kSourceCocoBlocks);
+  EXPECT_DOUBLE_EQ(*s.at("tpu")->images_per_s_per_accelerator, 3 * 117266.0 / 300 / 4);
+  EXPECT_EQ(s.at("tpu")->block_counted_runs, 1);
+  EXPECT_EQ(*tpu.epochs_to_converge, 3);
+  const RunSummary& gpu = s.at("gpu")->runs.at(0);
+  EXPECT_FALSE(gpu.counted_in_blocks);
+  EXPECT_EQ(gpu.throughput.source, kSourceCocoEpochs);
+  EXPECT_DOUBLE_EQ(gpu.time.training, 300);
+  const std::string table = format_report_table(systems);
+  EXPECT_NE(table.find("117266/epoch, blocks"), std::string::npos) << table;
+  EXPECT_NE(table.find("blocks: 1 of 1 runs log blocks, not epochs"), std::string::npos) << table;
+  fs::remove_all(tree);
+}
+
+// Each system by its round's rules: the round its path names, else 3.1.0, or --ruleset for all.
+TEST(Report, EachSystemIsReadByItsRoundsRules) {
+  const fs::path tree = results_tree("mrcnn_report_rounds");
+  for (const char* round : {"training_results_v1.0", "training_results_v2.1"})
+    write_result(tree / round / "Org" / "results" / "sys" / "maskrcnn", log_text("closed", 40000, 1, 1, {10}));
+  write_result(tree / "local" / "sys" / "maskrcnn", log_text("closed", 40000, 1, 1, {10}));
+  const std::vector<SystemReport> systems = build_report({tree.string()}, {});
+  ASSERT_EQ(systems.size(), 3u);
+  std::map<std::string, std::string> got;  // label -> "ruleset source"
+  for (const SystemReport& x : systems) {
+    got[x.label] = x.ruleset + " " + x.ruleset_source;
+    EXPECT_EQ(x.rcp.ruleset, x.ruleset);
+    for (const RunSummary& r : x.runs) EXPECT_EQ(r.ruleset, x.ruleset);
+  }
+  EXPECT_EQ(got.at("sys [mrcnn_report_rounds/training_results_v1.0/Org]"), "1.0.0 path");
+  EXPECT_EQ(got.at("sys [mrcnn_report_rounds/training_results_v2.1/Org]"), "2.1.0 path");
+  EXPECT_EQ(got.at("sys [mrcnn_report_rounds/local]"), "3.1.0 default");
+  const Json js = report_json(systems);
+  EXPECT_TRUE(js["ruleset"].is_null());
+  EXPECT_EQ(js["rulesets"], Json({"1.0.0", "2.1.0", "3.1.0"}));
+  const std::string table = format_report_table(systems);
+  EXPECT_NE(table.find("1.0.0: 1 system (path); 2.1.0: 1 system (path); 3.1.0: 1 system (default)"), std::string::npos) << table;
+  for (const SystemReport& x : build_report({tree.string()}, {.ruleset = "2.0.0"}))
+    EXPECT_EQ(x.ruleset + " " + x.ruleset_source, "2.0.0 given");
+  EXPECT_THROW(build_report({tree.string()}, {.ruleset = "4.0.0"}), ReportError);
+  // The RCPs of 1.0.0 and 1.1.0 have no batch 8: their smallest pruned point is 48.
+  const auto runs = [](std::vector<double> epochs, int64_t bs) {
+    std::vector<RcpRun> r;
+    for (double e : epochs) r.push_back({.converged = true, .epochs = e, .global_batch_size = bs});
+    return r;
+  };
+  EXPECT_EQ(pruned_rcps("1.1.0").front().global_batch_size, 48);
+  EXPECT_EQ(pruned_rcps("2.0.0").front().global_batch_size, 8);
+  EXPECT_EQ(rcp_check(runs({14, 14, 14, 14, 14}, 8), "1.0.0").message, "RCP not found but slower convergence on smaller batch size");
+  EXPECT_EQ(rcp_check(runs({14, 14, 14, 14, 14}, 8), "2.0.0").message, "RCP found");
+  fs::remove_all(tree);
+}
+
 TEST(Svg, EscapesTextAndDrawsEverySeries) {
   EXPECT_EQ(svg::escape("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
   const std::string chart = svg::line_chart("t <x>", "x", "y", {{"s1", {{0, 0.1}, {1, 0.2}}, "#000"}}, {{0.3, "target", "#555"}});
