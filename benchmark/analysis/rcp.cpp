@@ -179,6 +179,25 @@ std::optional<RcpStats> rcp_at(int64_t global_batch_size, const std::string& rul
   return std::nullopt;
 }
 
+namespace {
+
+// What the runs logged: "256 x4, 128 x1" (most runs first), a run without one as "not logged".
+std::string batch_sizes_found(const std::vector<RcpRun>& runs) {
+  std::vector<std::pair<int64_t, int>> counts;  // in order of first appearance
+  for (const RcpRun& r : runs) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == r.global_batch_size; });
+    if (it == counts.end()) counts.emplace_back(r.global_batch_size, 1);
+    else ++it->second;
+  }
+  std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [bs, n] : counts)
+    out += (out.empty() ? "" : ", ") + (bs == -1 ? std::string("not logged") : std::to_string(bs)) + " x" + std::to_string(n);
+  return out;
+}
+
+}  // namespace
+
 RcpVerdict rcp_check(const std::vector<RcpRun>& runs, const std::string& ruleset) {
   RcpVerdict v;
   v.ruleset = ruleset;
@@ -186,8 +205,14 @@ RcpVerdict rcp_check(const std::vector<RcpRun>& runs, const std::string& ruleset
   int not_converged = 0;
   std::vector<double> epochs;
   for (const RcpRun& r : runs) {
-    if (bs == -1) bs = r.global_batch_size;
-    else if (r.global_batch_size != bs) return v.message = "Could not detect global_batch_size", v;  // sizes differ
+    if (bs == -1) {
+      bs = r.global_batch_size;
+    } else if (r.global_batch_size != bs) {
+      // The official checker gives up here ("Could not detect global_batch_size", or a crash):
+      // say what the runs logged.
+      v.message = "global batch size differs between runs (" + batch_sizes_found(runs) + ")";
+      return v;
+    }
     epochs.push_back(r.converged ? r.epochs : 1e9);
     not_converged += r.converged ? 0 : 1;
   }

@@ -37,7 +37,10 @@ struct RcpStats {
 struct RcpVerdict {
   bool passed = false;
   std::string ruleset;        // whose RCPs
-  std::string message;        // the official checker's: "RCP found", "RCP Interpolation", ...
+  // The official checker's: "RCP found", "RCP Interpolation", ...; where the runs log different
+  // global batch sizes (on which the official checker crashes), what they logged: "global batch
+  // size differs between runs (256 x4, 128 x1)".
+  std::string message;
   double norm_factor = 1;     // RCP mean / submission mean when that is > 1
   double submission_mean = 0; // olympic mean of the submission's epochs
   RcpStats rcp;               // the reference point used (if any)

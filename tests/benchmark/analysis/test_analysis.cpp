@@ -164,6 +164,14 @@ TEST(Rcp, VerdictsOfTheOfficialCases) {
   EXPECT_EQ(v.message, "Insufficient convergence");
   v = rcp_check(runs({14, 14, 14, 14, 14}, -1));
   EXPECT_EQ(v.message, "Could not detect global_batch_size");
+  // Runs of different batch sizes (the official checker crashes): what was logged, most runs first.
+  auto mixed = runs({17, 17, 17, 17, 17}, 256);
+  mixed[1].global_batch_size = 128;
+  v = rcp_check(mixed);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.message, "global batch size differs between runs (256 x4, 128 x1)");
+  mixed[3].global_batch_size = -1;
+  EXPECT_EQ(rcp_check(mixed).message, "global batch size differs between runs (256 x3, 128 x1, not logged x1)");
 }
 
 // ---- audit ---------------------------------------------------------------------------------------

@@ -72,8 +72,8 @@ def official_rcp(folder, cwd):
     if "Batch sizes in files do not match" in text and "KeyError" in text:
         # The official checker raises on runs of different batch sizes (v2.1 Dell 32xXE8545 has one run
         # at 128 among four at 256); result_summarizer leaves its RCP column empty. `report` fails the
-        # check with the message the official code means for it.
-        return False, "Could not detect global_batch_size"
+        # check and says what the runs logged.
+        return False, "global batch size differs between runs ("
     m = re.search(r"(?:INFO|ERROR) - (.*), RCP test (PASSED|FAILED)", text)
     assert m, text[-2000:]
     return m.group(2) == "PASSED", m.group(1)
@@ -106,7 +106,8 @@ def check_tree(tree, tmp):
         passed, message = official_rcp(s["folder"], tmp)
         verdict = {"Pass": True, "Fail": False, "": False}[row["maskrcnn:RCP"]]
         assert s["rcp"]["passed"] == passed == verdict, (name, s["rcp"], passed, row["maskrcnn:RCP"])
-        assert s["rcp"]["message"] == message, (name, s["rcp"]["message"], message)
+        assert s["rcp"]["message"] == message or (message.endswith("(") and s["rcp"]["message"].startswith(message)), \
+            (name, s["rcp"]["message"], message)
         assert s["submitter"] == row["submitter"] and s["accelerator_model"] == row["accelerator_model_name"], (name, s)
         assert s["accelerators"] == int(row["accelerators_count"]) and s["nodes"] == int(row["number_of_nodes"]), (name, s)
         assert s["framework"] == row["framework"], (name, s["framework"], row["framework"])
