@@ -9,7 +9,7 @@ order 1.0.0 1.1.0 2.0.0 2.1.0 3.0.0 3.1.0). Among them: Google's TPU logs of v1.
 their submission lines logged after run_stop: 1.0.0 passes them, every later ruleset does not),
 Fujitsu's v1.0 log without weights_initialization (1.1.0 to 2.1.0 require it), a Supermicro v1.0 log
 whose division comes after init_stop (from 2.0.0 the division sets the init limit), NVIDIA's A30
-at a global batch of 16 with a learning rate of 0.02/K (2.0.0 on), and runs that miss the target.
+at a global batch of 8 with a learning rate of 0.02/K (2.0.0 on), and runs that miss the target.
 
 BROKEN copies each break (or keep) one rule of one round in a published log, with the verdict
 vector written beside it. For every file and ruleset the test runs
