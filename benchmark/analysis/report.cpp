@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "logging/compliance.h"
@@ -226,17 +227,28 @@ std::string location(const SystemReport& s) {
 }
 
 // Labels unique over all sources: a name two systems share is qualified with the source's name and
-// the location, and numbered where even that is shared.
+// the location, then with the round where that is still shared by systems of several rounds (the
+// NVIDIA folders of two rounds given side by side: "name [NVIDIA, 2.0.0]"), and numbered where even
+// that is shared.
 void label_systems(std::vector<SystemReport>& systems) {
   std::map<std::string, int> names;
   for (const SystemReport& s : systems) ++names[s.name];
-  std::map<std::string, int> labels;
-  for (SystemReport& s : systems) {
+  std::map<std::string, std::set<std::string>> rounds;  // qualified label -> the rulesets of its systems
+  std::vector<std::string> qualified;
+  for (const SystemReport& s : systems) {
+    std::string q = s.name;
     if (names[s.name] > 1) {
       const std::string where = location(s);
       const std::string source = fs::path(s.source).lexically_normal().filename().string();
-      s.label = s.name + " [" + source + (where.empty() ? "" : "/" + where) + "]";
+      q += " [" + source + (where.empty() ? "" : "/" + where);
     }
+    qualified.push_back(q);
+    rounds[q].insert(s.ruleset);
+  }
+  std::map<std::string, int> labels;
+  for (size_t i = 0; i < systems.size(); ++i) {
+    SystemReport& s = systems[i];
+    if (names[s.name] > 1) s.label = qualified[i] + (rounds[qualified[i]].size() > 1 ? ", " + s.ruleset : "") + "]";
     if (const int n = ++labels[s.label]; n > 1) s.label += " #" + std::to_string(n);
   }
 }

@@ -481,8 +481,8 @@ TEST(Report, AWholeTreeIsReadForMaskRcnnOnlyAndSameNamesAreTold) {
   const std::vector<SystemReport> two = build_report({a.string(), b.string() + "/", (a / "sys" / "maskrcnn").string() + "/"}, {});
   ASSERT_EQ(two.size(), 2u);  // the third path is the first system again
   EXPECT_EQ(two[0].name, "sys");
-  EXPECT_EQ(two[0].label, "sys [results]");
-  EXPECT_EQ(two[1].label, "sys [results] #2");
+  EXPECT_EQ(two[0].label, "sys [results, 2.1.0]");  // two rounds' results/ folders: the round tells them apart
+  EXPECT_EQ(two[1].label, "sys [results, 3.0.0]");
   // A folder of another benchmark given by name is one clear error.
   const fs::path bert = tree / "training_results_v3.0" / "Org" / "results" / "sys" / "bert";
   write_result(bert, log_text("closed", 1, 1, 1, {}, "bert"));
@@ -586,6 +586,12 @@ TEST(Report, EachSystemIsReadByItsRoundsRules) {
   for (const SystemReport& x : build_report({tree.string()}, {.ruleset = "2.0.0"}))
     EXPECT_EQ(x.ruleset + " " + x.ruleset_source, "2.0.0 given");
   EXPECT_THROW(build_report({tree.string()}, {.ruleset = "4.0.0"}), ReportError);
+  // The same folder name in two rounds given side by side: the round tells them apart.
+  const std::vector<SystemReport> orgs = build_report(
+      {(tree / "training_results_v1.0" / "Org").string(), (tree / "training_results_v2.1" / "Org").string()}, {});
+  ASSERT_EQ(orgs.size(), 2u);
+  EXPECT_EQ(orgs[0].label, "sys [Org, 1.0.0]");
+  EXPECT_EQ(orgs[1].label, "sys [Org, 2.1.0]");
   // The RCPs of 1.0.0 and 1.1.0 have no batch 8: their smallest pruned point is 48.
   const auto runs = [](std::vector<double> epochs, int64_t bs) {
     std::vector<RcpRun> r;
