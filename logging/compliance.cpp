@@ -261,7 +261,8 @@ std::vector<CheckMessage> advisories(const std::vector<LogLine>& lines) {
     if (k == "block_start") open_blocks[meta_int(l, "first_epoch_num").value_or(-1)] = meta_int(l, "epoch_count").value_or(1);
     if (k == "block_stop") {
       const auto it = open_blocks.find(meta_int(l, "first_epoch_num").value_or(-1));
-      if (it != open_blocks.end()) block_epochs += std::max<int64_t>(it->second, 0), open_blocks.erase(it);
+      // Counts beyond any real run are cut, so that no log's numbers overflow the sum.
+      if (it != open_blocks.end()) block_epochs += std::clamp<int64_t>(it->second, 0, 1 << 20), open_blocks.erase(it);
     }
     if (k == "eval_start") {
       const auto e = meta_int(l, "epoch_num");

@@ -61,7 +61,8 @@ void read_block(std::vector<BlockRecord>& blocks, bool start, const Json& meta, 
   const int64_t first = named ? *as_int(meta["first_epoch_num"]) : 0;
   if (start) {
     int64_t count = 1;
-    if (meta.contains("epoch_count") && as_int(meta["epoch_count"])) count = std::max<int64_t>(*as_int(meta["epoch_count"]), 0);
+    // Counts beyond any real run are cut (a damaged log's numbers must not overflow a sum).
+    if (meta.contains("epoch_count") && as_int(meta["epoch_count"])) count = std::clamp<int64_t>(*as_int(meta["epoch_count"]), 0, 1 << 20);
     blocks.push_back({.first_epoch = first, .epoch_count = count, .start_ms = t});
     return;
   }

@@ -561,6 +561,21 @@ TEST(Report, ABlockCountedLogTrainsInItsBlocks) {
   fs::remove_all(tree);
 }
 
+// A damaged log's block counts (here the largest int64, three times) are cut at 2^20 epochs a block:
+// their sum neither overflows nor turns negative.
+TEST(Report, ABlockCountBeyondAnyRunIsCut) {
+  const fs::path tree = results_tree("mrcnn_report_huge_blocks");
+  std::string text = block_log(3);
+  for (size_t at = 0; (at = text.find("\"epoch_count\": 1}", at)) != std::string::npos;)
+    text.replace(at, 17, "\"epoch_count\": 9223372036854775807}");
+  write_result(tree / "tpu" / "maskrcnn", text);
+  const std::vector<SystemReport> systems = build_report({tree.string()}, {});
+  const RunSummary& run = by_name(systems).at("tpu")->runs.at(0);
+  EXPECT_TRUE(run.counted_in_blocks);
+  EXPECT_EQ(run.epochs_trained, 3 * (int64_t{1} << 20));
+  fs::remove_all(tree);
+}
+
 // Each system by its round's rules: the round its path names, else 3.1.0, or --ruleset for all.
 TEST(Report, EachSystemIsReadByItsRoundsRules) {
   const fs::path tree = results_tree("mrcnn_report_rounds");
