@@ -43,7 +43,7 @@ constexpr Command kCommands[] = {
     {"data", mrcnn::run::data_main, "data", "a COCO 2017 folder: verify it, prepare its training index, time its read"},
     {"synth", mrcnn::data::synth_main, "data", "write the synthetic COCO-format dataset"},
 #endif
-    {"check", mrcnn::logging::check_main, "results", "check MLPerf logs against the Mask R-CNN 3.1.0 compliance rules"},
+    {"check", mrcnn::logging::check_main, "results", "check MLPerf logs against the Mask R-CNN compliance rules (1.0.0-3.1.0)"},
     {"report", mrcnn::analysis::report_main, "results", "compare systems from their results: score, RCP check, throughput, time, plots"},
     {"forecast", mrcnn::analysis::forecast_main, "results", "predict a system's score from one measured node; --validate on published results"},
     {"audit", mrcnn::analysis::audit_main, "results", "compare two runs: setup differences, first diverging step, verdict"},
