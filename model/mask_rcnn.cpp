@@ -6,6 +6,9 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "model/autocast.h"
 #include "model/backbone/conv_norm.h"
@@ -92,6 +95,19 @@ std::optional<FeatureGraphs::Outputs> MaskRCNNImpl::graphed_features(const Batch
   return graphs_->run(device_images(batch), batch.image_sizes);
 }
 
+std::vector<at::Tensor> MaskRCNNImpl::level_shapes(const Batch& batch) const {
+  const int64_t n = batch.images.size(0);
+  int64_t h = batch.images.size(2), w = batch.images.size(3);
+  const auto options = at::TensorOptions().dtype(dtype()).device(device());
+  std::vector<at::Tensor> out;
+  h = (h + 3) / 4, w = (w + 3) / 4;  // P2: the stem's stride-2 convolution and max pooling
+  for (size_t l = 0; l < rpn->options().anchor_sizes.size(); ++l) {
+    out.push_back(at::empty({n, 0, h, w}, options));
+    h = (h + 1) / 2, w = (w + 1) / 2;
+  }
+  return out;
+}
+
 std::vector<at::Tensor> MaskRCNNImpl::features(const Batch& batch) {
   const at::Tensor images = device_images(batch);
   std::optional<PaddingMasks> masks;
@@ -111,6 +127,16 @@ std::vector<at::Tensor> MaskRCNNImpl::pyramid(const at::Tensor& images, PaddingM
 }
 
 namespace {
+
+// MRCNN_RPN_LABELS_AFTER_FRONT=1: the RPN labels after the front, both heads' counts in one read
+// (the order before the RPN labelled first), for A/B timings. Read once per process.
+bool rpn_labels_after_front() {
+  static const bool after = [] {
+    const char* v = std::getenv("MRCNN_RPN_LABELS_AFTER_FRONT");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return after;
+}
 
 // What the RPN's loss reads of the step's tensors (its stream marks them as used).
 std::vector<at::Tensor> rpn_loss_reads(const std::vector<at::Tensor>& feats, const RPNLabels& labels,
@@ -133,23 +159,34 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
   SampleStreams streams(options_.sampling_streams, generator, image_keys(batch));
 
   AutocastGuard autocast(options_.precision, dev.type());
+  // The RPN labels its anchors before the front is queued: they need only the levels' sizes and
+  // the ground truth. Their counts come to the host without blocking it, so that on a GPU the
+  // host queues the front, the proposals and then the RPN's draw and loss while the front runs;
+  // the RoI heads alone wait for the front (their read). The RPN still draws first, from the same
+  // streams: the same samples as when both counts came in one read after the front
+  // (MRCNN_RPN_LABELS_AFTER_FRONT=1, for A/B timings; also taken where the levels' sizes are not
+  // the strides' ceilings).
+  using Sampler = ops::BalancedPositiveNegativeSampler;
+  const std::vector<at::Tensor> shapes = rpn_labels_after_front() ? std::vector<at::Tensor>{} : level_shapes(batch);
+  RPNLabels anchor_labels;
+  std::optional<Sampler::CountsRead> rpn_read;
+  if (!shapes.empty()) {
+    RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
+    anchor_labels = rpn->label(shapes, targets);
+    rpn_read.emplace(std::vector<const Sampler::Pending*>{&anchor_labels.draw});
+  }
   const std::optional<FeatureGraphs::Outputs> graphed = graphed_features(batch);
   const std::vector<at::Tensor> feats = graphed ? graphed->features : features(batch);
   const ops::Proposals proposals = rpn->propose(feats, batch.image_sizes,
                                                 graphed ? graphed->head : rpn->head_maps(feats),
                                                 ProposalCounts::kTraining);
-  // Both stages label their candidates before either draws, so that the counts the draws need
-  // come to the host in one read (each stage's forward_train reads its own). The RPN still draws
-  // first: the streams give the same samples. The RPN's labels are profiled as its stage.
-  const RPNLabels anchor_labels = [&] {
+  bool same_shapes = feats.size() == shapes.size();
+  for (size_t l = 0; same_shapes && l < feats.size(); ++l)
+    same_shapes = feats[l].size(2) == shapes[l].size(2) && feats[l].size(3) == shapes[l].size(3);
+  if (!same_shapes) {
+    rpn_read.reset();
     RECORD_FUNCTION("mrcnn::rpn", std::vector<c10::IValue>());
-    return rpn->label(feats, targets);
-  }();
-  const RoICandidates candidates = roi_heads->label(proposals, targets);
-  std::vector<at::Tensor> counts;
-  {
-    RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
-    counts = ops::BalancedPositiveNegativeSampler::read_counts({&anchor_labels.draw, &candidates.draw});
+    anchor_labels = rpn->label(feats, targets);
   }
   // The three loss heads, each on its own stream when head_streams is on (the host draws in the
   // same order either way: the RPN's, then the RoIs').
@@ -158,11 +195,33 @@ TrainOutput MaskRCNNImpl::forward_train(const Batch& batch, at::Generator& gener
     heads_device_ = dev;
   }
   StageLosses anchors;
-  const std::vector<at::Tensor> rpn_reads =
-      heads_->on() ? rpn_loss_reads(feats, anchor_labels, targets) : std::vector<at::Tensor>{};
-  heads_->run(HeadStreams::Head::kRpn, rpn_reads,
-              [&] { anchors = rpn->losses(feats, anchor_labels, counts[0], targets, streams); });
-  StageLosses rois = roi_heads->forward_train(feats, candidates, counts[1], targets, streams, *heads_);
+  const auto rpn_losses = [&](const at::Tensor& counts) {
+    const std::vector<at::Tensor> reads =
+        heads_->on() ? rpn_loss_reads(feats, anchor_labels, targets) : std::vector<at::Tensor>{};
+    heads_->run(HeadStreams::Head::kRpn, reads,
+                [&] { anchors = rpn->losses(feats, anchor_labels, counts, targets, streams); });
+  };
+  // Each read of counts is a scope of its own (the RoI sampling's, as before the reads split).
+  const auto read = [](const std::vector<const Sampler::Pending*>& pending, std::optional<Sampler::CountsRead>* queued) {
+    RECORD_FUNCTION("mrcnn::roi_sampling", std::vector<c10::IValue>());
+    {
+      RECORD_FUNCTION("mrcnn::read", std::vector<c10::IValue>());
+      return queued && *queued ? (*queued)->wait() : Sampler::read_counts(pending);
+    }
+  };
+  std::optional<RoICandidates> candidates;
+  at::Tensor roi_counts;
+  if (rpn_read) {
+    rpn_losses(read({}, &rpn_read).front());
+    candidates = roi_heads->label(proposals, targets);
+    roi_counts = read({&candidates->draw}, nullptr).front();
+  } else {
+    candidates = roi_heads->label(proposals, targets);
+    const std::vector<at::Tensor> counts = read({&anchor_labels.draw, &candidates->draw}, nullptr);
+    rpn_losses(counts[0]);
+    roi_counts = counts[1];
+  }
+  StageLosses rois = roi_heads->forward_train(feats, *candidates, roi_counts, targets, streams, *heads_);
   TrainOutput out{.losses = std::move(anchors.losses), .rpn = anchors.counts, .roi = rois.counts};
   out.losses.merge(rois.losses);
   if (heads_->on()) {  // the losses, read by the step's stream from here (the counts are host tensors)

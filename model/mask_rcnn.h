@@ -104,6 +104,11 @@ class MaskRCNNImpl : public torch::nn::Module {
   RPN rpn{nullptr};
   RoIHeads roi_heads{nullptr};
 
+  // Stand-ins for P2..P6 of the batch without their values (no channels: nothing allocated), of
+  // the sizes the backbone's stride-2 layers give (each rounds up: ceil(size / 2^(l + 2))), on
+  // the model's device and in its dtype: what the RPN's labels need before the front has run.
+  std::vector<at::Tensor> level_shapes(const Batch& batch) const;
+
  private:
   // The batch's images on the model's device, in its dtype and memory format.
   at::Tensor device_images(const Batch& batch);

@@ -32,7 +32,9 @@ at --batch images. Each process below is a separate run:
                 GPU system's own model options (--system, read through `mlperf-maskrcnn config`,
                 not restated here: the MLPerf arithmetic with its speed paths) at batch 8 and 12,
                 without and with CUDA graphs, and at 12 with graphs and cuDNN benchmarking (its
-                planning in the warm-up steps, as the harness's run.warm_up does before run_start).
+                planning in the warm-up steps, as the harness's run.warm_up does before run_start),
+                and at 12 with the RPN's labels after the front (MRCNN_RPN_LABELS_AFTER_FRONT=1:
+                both heads' counts in one blocking read, the order before).
                 Every row gives its slowest step beside its median.
 A part that fails is named in summary.txt and the exit status is 1; the other parts still run.
 
@@ -285,6 +287,10 @@ AB_VARIANTS = (
     ("systems_mlperf_batch12_graphs", SYSTEM, ["--mrcnn_cuda_graph_shapes=1"], {}, "cuda", 12),
     ("systems_mlperf_batch12_graphs_cudnn_benchmark", SYSTEM,
      ["--mrcnn_cuda_graph_shapes=1", "--mrcnn_cudnn_benchmark=1"], {}, "cudnn", 12),
+    # The RPN labelling its anchors after the front, both heads' counts in one blocking read (the
+    # order before it labelled them first, its draw and loss queued while the front runs): the
+    # same draws; on the CPU, where no read blocks, the same step.
+    ("systems_mlperf_batch12_rpn_labels_after_front", SYSTEM, [], {"MRCNN_RPN_LABELS_AFTER_FRONT": "1"}, "cuda", 12),
 )
 
 

@@ -12,6 +12,8 @@ as medians over the steps:
   - kernel launches (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch) and host syncs
     (cuda/cu *Synchronize, synchronous cudaMemcpy), each sync with its wait and the op that waited;
   - ATen ops (aten::*): all, and top-level only (not inside another aten:: op on the same thread);
+  - the host's time from the end of the last read of the device (the mrcnn::read scope) to the
+    backward's start (mrcnn::backward): what a GPU waits for after the step's blocking read;
   - the kernels: per name a category (CATEGORIES), calls, total/mean/min/max us, streams, scopes;
   - host us and GPU us per mrcnn:: scope: a kernel counts toward the scopes around its launch,
     which Kineto ties to it by a correlation id (args "correlation", or its "ac2g" flow events);
@@ -43,6 +45,7 @@ from trace_text import TOP_GAPS, TOP_KERNELS, headline, text  # noqa: F401  (tex
 
 STEP = "mrcnn::train_step"
 SCOPE_PREFIX = "mrcnn::"
+READ_SCOPE, BACKWARD_SCOPE = "mrcnn::read", "mrcnn::backward"
 HOST_CATS = {"cpu_op", "operator", "user_annotation"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
@@ -421,6 +424,26 @@ def _aten_counts(tr, n):
     return [dict(aten_ops=a, aten_ops_top_level=t) for a, t in zip(aten_all, aten_top)]
 
 
+def _after_read(tr, n):
+    """Per step, the host's time from the end of its last read of the device before the backward
+    (the last mrcnn::read scope; the step's blocking one on a GPU) to the backward's start
+    (mrcnn::backward): the host work a GPU waits for after that read. None where a step has
+    neither scope."""
+    reads, backward = [[] for _ in range(n)], [None] * n
+    for e in tr.host:
+        if e.step is None:
+            continue
+        if e.name == READ_SCOPE:
+            reads[e.step].append(e.end)
+        elif e.name == BACKWARD_SCOPE and (backward[e.step] is None or e.ts < backward[e.step]):
+            backward[e.step] = e.ts
+    out = []
+    for ends, start in zip(reads, backward):
+        before = [t for t in ends if start is not None and t <= start]
+        out.append({"host_after_read_us": start - max(before) if before else None})
+    return out
+
+
 def _scope_host_time(tr, has_gpu):
     """The mrcnn:: scopes by name: calls and host us in the steps; GPU us and kernels 0 (None without GPU)."""
     scopes = collections.defaultdict(lambda: {"calls": 0, "host_us": 0.0, "gpu_us": 0.0 if has_gpu else None,
@@ -606,7 +629,7 @@ def _scope_rows(scopes, n):
 def _medians(per_step):
     """The headline figures' medians over the steps, and the median step's index (by wall time)."""
     keys = ["wall_us", "gpu_busy_us", "gpu_idle_us", "kernels", "launches", "syncs", "sync_wait_us",
-            "aten_ops", "aten_ops_top_level"]
+            "aten_ops", "aten_ops_top_level", "host_after_read_us"]
     med = {k: median(r[k] for r in per_step) for k in keys}
     walls = [r["wall_us"] for r in per_step]
     return med, sorted(range(len(per_step)), key=lambda i: walls[i])[(len(per_step) - 1) // 2]
@@ -621,7 +644,7 @@ def summarize(path, label=None, step_name=STEP):
     per_step = [dict(index=i, wall_us=s.dur) for i, s in enumerate(tr.steps)]
     launches, syncs = _runtime_calls(tr, n)
     # Each step's figures, in the order its JSON lists them.
-    for parts in (_gpu_time(tr), _runtime_figures(tr, launches, syncs), _aten_counts(tr, n)):
+    for parts in (_gpu_time(tr), _runtime_figures(tr, launches, syncs), _aten_counts(tr, n), _after_read(tr, n)):
         for rec, figures in zip(per_step, parts):
             rec.update(figures)
     # A kernel counts toward the step and the scopes around its launch.

@@ -16,7 +16,8 @@ def headline(s):
               f"gpu_busy_ms={_f(m['gpu_busy_us'], 1e3, '.2f')}", f"gpu_idle_ms={_f(m['gpu_idle_us'], 1e3, '.2f')}",
               f"kernels={_f(m['kernels'], 1, '.0f')}", f"launches={_f(m['launches'], 1, '.0f')}",
               f"syncs={_f(m['syncs'], 1, '.0f')}", f"sync_wait_ms={_f(m['sync_wait_us'], 1e3, '.2f')}",
-              f"aten_ops={m['aten_ops']:.0f}", f"aten_top_level={m['aten_ops_top_level']:.0f}"]
+              f"aten_ops={m['aten_ops']:.0f}", f"aten_top_level={m['aten_ops_top_level']:.0f}",
+              f"host_after_read_ms={_f(m.get('host_after_read_us'), 1e3, '.2f')}"]
     return "PROFILE " + " ".join(fields)
 
 

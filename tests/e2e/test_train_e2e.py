@@ -8,7 +8,9 @@
 3. A run with targets lowered by configuration stops with run_stop "success", and its log passes
    both `mlperf-maskrcnn check` and the official mlperf_logging compliance checker (3.1.0); it pads
    its batches to one fixed shape and warms that shape before run_start (run.warm_up), as does the
-   second run of 1, whose losses the warm-up leaves bit for bit as they were.
+   second run of 1, whose losses the warm-up leaves bit for bit as they were; that run also labels
+   the RPN's anchors after the front (MRCNN_RPN_LABELS_AFTER_FRONT=1), where the first labels them
+   before it: the order leaves the losses bit for bit as they were.
 4. Each epoch's validation inference is timed (log and metrics agree, within its interval), and
    `run_scripts/plot_run.py` breaks the time to train down into parts that add up to it.
 5. `predict` and `eval` give the same detections (boxes with the data's box convention, scores,
@@ -17,6 +19,7 @@
 # Its runs train systems/cpu-dev.json on its 2 intra-op threads:
 # ctest processors: 2
 import json
+import os
 import pathlib
 import sys
 
@@ -25,11 +28,11 @@ import mrcnn_testenv as env
 SYSTEM = env.SOURCE_DIR / "systems" / "cpu-dev.json"
 
 
-def train(data, out, *extra):
+def train(data, out, *extra, environ=None):
     cmd = [env.mlperf_maskrcnn(), "train", "--system", SYSTEM, "--quiet", "--no-progress",
            "--set", f'run.data_dir="{data}"', "--out", out, "--set", "run.eval_threads=1",
            "--set", "data.loader_threads=1", *extra]
-    p = env.run(cmd)
+    p = env.run(cmd, env=dict(os.environ, **(environ or {})))
     run_dir = pathlib.Path(out) / "latest"
     return p, run_dir.resolve()
 
@@ -64,9 +67,11 @@ def main():
         assert prep.returncode == 0 and (data / "annotations" / "instances_train2017.mrcnn-index").is_file(), \
             prep.stdout + prep.stderr
         # Run b also warms up before run_start, at a shape no batch fits (so that every batch keeps
-        # its own size, as run a's): the warm-up trains nothing, so the losses stay a's.
+        # its own size, as run a's): the warm-up trains nothing, so the losses stay a's. Its RPN
+        # labels its anchors after the front, both heads' counts in one read (a labels first and
+        # reads the RPN's counts on their own): the same draws, so the same losses.
         pb, b = train(data, tmp / "b", *fixed, "--set", "run.warm_up=true",  # annotation_source "auto": the index
-                      "--set", "data.pad_to_shapes=[[32, 32]]")
+                      "--set", "data.pad_to_shapes=[[32, 32]]", environ={"MRCNN_RPN_LABELS_AFTER_FRONT": "1"})
         assert pb.returncode == 3, pb.stderr[-3000:]
         check_warm_up(b / "mlperf_log.txt", [[32, 32]])
         sources = []

@@ -146,10 +146,11 @@ TEST_F(MaskRCNNTest, SameSeedSameBitsDifferentSeedDifferentSamples) {
 // the network as built (zero biases, identity frozen norms: padding stays zero through every
 // layer) for images whose padding margin exceeds the stride of every level RoIs are pooled from
 // (see README.md); equal to float rounding here.
-// A training step reads the counts of both heads' draws in one copy (each head labels its
-// candidates, then the RPN draws, then the RoI head): the same samples, losses and counts, bit for
-// bit, as each head with its own read, the RPN first, from the same streams -- on one generator
-// shared by the batch, where the order of the draws matters, and with a stream per image.
+// A training step labels the RPN's anchors before the front and reads their counts without
+// blocking, then the RoI head's after it (or, with MRCNN_RPN_LABELS_AFTER_FRONT=1, both in one
+// copy; test_train_e2e runs both orders): the same samples, losses and counts, bit for bit, as
+// each head with its own read after the front, the RPN first, from the same streams -- on one
+// generator shared by the batch, where the order of the draws matters, and with a stream per image.
 TEST_F(MaskRCNNTest, OneReadForBothHeadsDrawsWhatEachHeadsOwnReadDraws) {
   for (const SamplingStreams mode : {SamplingStreams::kShared, SamplingStreams::kPerImage}) {
     SCOPED_TRACE(mode == SamplingStreams::kShared ? "shared stream" : "a stream per image");
@@ -176,6 +177,26 @@ TEST_F(MaskRCNNTest, OneReadForBothHeadsDrawsWhatEachHeadsOwnReadDraws) {
     EXPECT_TRUE(at::equal(joint.rpn.positive, rpn.counts.positive));
     EXPECT_TRUE(at::equal(joint.roi.sampled, heads.counts.sampled));
     EXPECT_TRUE(at::equal(joint.roi.positive, heads.counts.positive));
+  }
+}
+
+// The RPN labels its anchors before the front runs, from stand-ins of the levels' sizes: they equal
+// the pyramid's at every size, a multiple of 32 or not (the fallback that relabels from the real
+// levels is then never taken), and allocate nothing.
+TEST_F(MaskRCNNTest, LevelShapesAreThePyramidsSizes) {
+  MaskRCNN m(tiny_options(), at::make_generator<at::CPUGeneratorImpl>(5));
+  c10::NoGradGuard no_grad;
+  for (const auto& [h, w] : std::vector<std::pair<int64_t, int64_t>>{{96, 128}, {97, 131}, {64, 64}, {65, 33}, {200, 333}}) {
+    SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
+    Batch b;
+    b.images = at::rand({2, 3, h, w});
+    const std::vector<at::Tensor> shapes = m->level_shapes(b);
+    const std::vector<at::Tensor> feats = m->fpn->forward(m->backbone->forward(b.images, nullptr));
+    ASSERT_EQ(shapes.size(), feats.size());
+    for (size_t l = 0; l < feats.size(); ++l) {
+      EXPECT_EQ(shapes[l].sizes(), (std::vector<int64_t>{2, 0, feats[l].size(2), feats[l].size(3)})) << l;
+      EXPECT_EQ(shapes[l].scalar_type(), feats[l].scalar_type());
+    }
   }
 }
 

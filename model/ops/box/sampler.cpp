@@ -82,17 +82,25 @@ BalancedPositiveNegativeSampler::Pending BalancedPositiveNegativeSampler::prepar
 
 std::vector<at::Tensor> BalancedPositiveNegativeSampler::read_counts(
     const std::vector<const Pending*>& pending) {
+  return CountsRead(pending).wait();
+}
+
+BalancedPositiveNegativeSampler::CountsRead::CountsRead(const std::vector<const Pending*>& pending) {
   std::vector<at::Tensor> parts;
   for (const Pending* p : pending) {
     TORCH_CHECK(p != nullptr, "BalancedPositiveNegativeSampler: no pending draw to read");
+    sizes_.push_back(p->counts.defined() ? p->counts.numel() : 0);
     if (p->counts.defined()) parts.push_back(p->counts);
   }
   // The one read (none for batches of no image).
-  const at::Tensor host = parts.empty() ? at::Tensor() : at::cat(parts).cpu();
+  if (!parts.empty()) read_ = HostRead(at::cat(parts));
+}
+
+std::vector<at::Tensor> BalancedPositiveNegativeSampler::CountsRead::wait() {
+  const at::Tensor host = read_.wait();
   std::vector<at::Tensor> out;
   int64_t first = 0;
-  for (const Pending* p : pending) {
-    const int64_t size = p->counts.defined() ? p->counts.numel() : 0;
+  for (const int64_t size : sizes_) {
     out.push_back(size > 0 ? host.slice(0, first, first + size)
                            : at::empty({0}, at::TensorOptions().dtype(at::kLong)));
     first += size;

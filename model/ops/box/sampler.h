@@ -26,6 +26,8 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "model/ops/host_copy.h"
+
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -85,6 +87,17 @@ class BalancedPositiveNegativeSampler {
                        const std::vector<at::Generator*>& generators) const;
   // The counts of each pending draw on the host, read in one copy (one blocking read on a GPU).
   static std::vector<at::Tensor> read_counts(const std::vector<const Pending*>& pending);
+  // That read in two halves: queued now (on a GPU without blocking), waited for when the draw
+  // needs it, so that the host queues other work meanwhile. wait() gives read_counts' result.
+  class CountsRead {
+   public:
+    explicit CountsRead(const std::vector<const Pending*>& pending);
+    std::vector<at::Tensor> wait();
+
+   private:
+    HostRead read_;
+    std::vector<int64_t> sizes_;
+  };
 
   int64_t batch_size_per_image() const { return batch_size_per_image_; }
   double positive_fraction() const { return positive_fraction_; }

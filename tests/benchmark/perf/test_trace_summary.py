@@ -71,6 +71,8 @@ def step_events(base, corr, wall, dgrad_us):
         x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", t(36), t(38), pid=GPU, tid=S7,
           correlation=corr + 3, stream=S7),
         x("cuda_runtime", "cudaStreamSynchronize", t(32), t(44), correlation=corr + 7),
+        # The step's last read of the device, 3 us before the backward starts.
+        x("user_annotation", "mrcnn::read", t(45), t(47)),
         x("user_annotation", "mrcnn::backward", t(50), t(95)),
         x("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", t(52), t(80), tid=BWD),
         x("cpu_op", "ConvolutionBackward0", t(53), t(79), tid=BWD),
@@ -187,6 +189,7 @@ def test_synthetic_gpu_trace(tmp_path):
     ops = {r["name"]: r for r in s["host_ops"]}
     assert close(ops["aten::convolution"]["self_us_per_step"], 2)     # 16 us less its child's 14
 
+    assert [r["host_after_read_us"] for r in s["per_step"]] == [3, 3, 3] and s["median"]["host_after_read_us"] == 3
     t = ts.text([s])
     assert "PROFILE label=ours steps=3 wall_ms=0.10 gpu_busy_ms=0.04 gpu_idle_ms=0.06 kernels=4 launches=4 " \
            "syncs=2 sync_wait_ms=0.02 aten_ops=7 aten_top_level=5" in t, t
@@ -225,7 +228,7 @@ def test_cpu_trace(tmp_path):
     assert s["steps"] == 3 and s["gpu"] is False
     counts = [(r["aten_ops"], r["aten_ops_top_level"]) for r in s["per_step"]]
     assert counts[0][0] > counts[0][1] > 0 and len(set(counts)) == 1, counts
-    for key in ("gpu_busy_us", "gpu_idle_us", "kernels", "launches", "syncs", "sync_wait_us"):
+    for key in ("gpu_busy_us", "gpu_idle_us", "kernels", "launches", "syncs", "sync_wait_us", "host_after_read_us"):
         assert s["median"][key] is None and all(r[key] is None for r in s["per_step"]), key
     assert s["kernels"] == [] and s["categories"] == {}
     assert all(r["wall_us"] > 0 for r in s["per_step"])

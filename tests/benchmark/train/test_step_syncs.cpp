@@ -1,8 +1,11 @@
-// How often the network's training step reads a GPU: once (both heads' sample counts, which
+// How often the network's training step blocks on a GPU: once (the RoI head's sample counts, which
 // torchvision's draw needs on the host), whatever the batch size, also for a batch shape it has
 // not seen (anchors built on the device); and the harness's trainer adds nothing to that but its
-// read of the step results, every results_every steps. Counted by train::SyncCounter; skipped
-// without a GPU.
+// read of the step results, every results_every steps. Counted by train::SyncCounter (LibTorch's
+// sync debug mode), which does not see the step's other read: the RPN's counts, copied into
+// page-locked memory before the front is queued and waited for through an event after it
+// (ops::HostRead), a wait for the labels alone that a profile shows as cudaEventSynchronize.
+// Skipped without a GPU.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>

@@ -195,6 +195,15 @@ TEST_F(OpsApi, SamplerPendingDrawsReadInOneCopyDrawAsTheirOwnReads) {
     EXPECT_TRUE(at::equal(got_roi[i].second, want_roi[i].second)) << "RoIs of image " << i;
   }
   EXPECT_EQ(got_roi[1].first.numel() + got_roi[1].second.numel(), 12) << "all 12 negatives fit";
+  // The read in two halves (queued, then waited for) gives the same counts; a CPU tensor is its
+  // own read.
+  BalancedPositiveNegativeSampler::CountsRead halves({&pending_rpn, &pending_roi});
+  const auto waited = halves.wait();
+  ASSERT_EQ(waited.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(at::equal(waited[i], counts[i])) << i;
+  const at::Tensor values = at::arange(5);
+  EXPECT_TRUE(HostRead(values).wait().is_same(values));
+  EXPECT_FALSE(HostRead().wait().defined());
   // An empty pending draw reads nothing and draws nothing.
   const auto none = rpn.prepare({});
   EXPECT_EQ(BalancedPositiveNegativeSampler::read_counts({&none}).front().numel(), 0);

@@ -105,6 +105,20 @@ at::Tensor random_rois(int64_t k, int64_t batch, double extent, at::ScalarType d
   return at::cat({at::randint(0, batch, {k, 1}).to(at::kDouble), boxes}, 1).to(dtype);
 }
 
+// A read queued without blocking gives the values the tensor had when it was queued, though the
+// stream changes them right after; a blocking read then sees the change.
+TEST_F(OpsCuda, HostReadGivesTheValuesWhenQueued) {
+  at::Tensor t = at::arange(1 << 20, at::TensorOptions().dtype(at::kLong).device(gpu));
+  const at::Tensor before = t.cpu();
+  HostRead read(t);
+  t.mul_(3);
+  const at::Tensor got = read.wait();
+  EXPECT_TRUE(got.is_cpu() && got.is_pinned());
+  EXPECT_TRUE(at::equal(got, before));
+  EXPECT_TRUE(at::equal(t.cpu(), before * 3));
+  EXPECT_TRUE(read.wait().is_same(got)) << "a second wait gives the same tensor";
+}
+
 TEST_F(OpsCuda, RoIAlignForwardAndBackwardMatchTheCpu) {
   for (const auto dtype : {at::kFloat, at::kDouble}) {
     for (const bool aligned : {false, true}) {
