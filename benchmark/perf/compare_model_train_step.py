@@ -16,7 +16,9 @@ Each repetition runs torchvision, then ours, each in its own process (so that pe
 comparable), each doing --warmup steps and then --steps timed steps; with --lock the pair holds
 /tmp/mrcnn-cpu.lock exclusively. Reported: median step time and images/s per side, the ratio,
 peak RSS (and RSS after setup, before the first step), and where the time goes: one more profiled
-step per side, broken down by stage (forward scopes) and by autograd node (backward).
+step per side, broken down by stage (forward scopes) and by autograd node (backward); that step
+runs in a process of its own after a warm-up step, or, with --warmup 0, at the end of the last
+repetition's process.
 
 Configurations:
   full   ResNet-50-FPN (frozen batch norm, stem and res2 frozen), 2 images of 800x1333
@@ -224,7 +226,12 @@ def torchvision_worker(args):
         torch.cuda.reset_peak_memory_stats(device)
     times = [step() for _ in range(args.steps)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    step(count_syncs=True)  # one more step, untimed, its syncs counted
+    if cuda:
+        step(count_syncs=True)  # one more step, untimed, its syncs counted
+    else:
+        # The sync debug mode is CUDA's: on the CPU a step has none to count (0, as ours reports),
+        # and running one more step for it cost a CPU rehearsal a float16 step (~7 s).
+        syncs.append(0)
     if args.trace:
         write_step_trace(step, args, cuda)
     report = {"step_seconds": times, "setup_rss_mb": setup_rss, "peak_rss_mb": peak,
@@ -386,19 +393,26 @@ def compare(name, cfg, args, workdir):
     warmup = args.warmup if args.warmup is not None else cfg["warmup"]
     sides = ([] if args.no_peer else ["torchvision"]) + our_sides(args)
     runs = {side: [] for side in sides}
+    traces = {side: case / f"trace_{side}.json" for side in sides}
+    # With no warm-up asked for (--warmup 0: a rehearsal on the CPU, where each float16 step takes
+    # seconds), the last repetition's process traces its one more step itself, after its timed
+    # steps and the syncs' step (its timings and peak memory are taken before): a separate traced
+    # run would repeat a warm-up and a step that nothing reads. Otherwise the traced run is a
+    # process of its own, after one warm-up step, as always.
+    traced_in_last_rep = warmup == 0
     for rep in range(reps):
         with cpu_lock(args.lock):
             for side in sides:
-                runs[side].append(run_side(side, case, args, steps, warmup))
+                trace = traces[side] if traced_in_last_rep and rep == reps - 1 else None
+                runs[side].append(run_side(side, case, args, steps, warmup, trace=trace))
                 r = runs[side][-1]
                 print(f"  [{name} rep {rep + 1}/{reps}] {side:11s} step "
                       f"{statistics.median(r['step_seconds']):8.3f} s  peak {MEMORY_LABEL[args.device]} "
                       f"{memory_mb(r):7.0f} MB  syncs/step {r.get('syncs_per_step', [])}", flush=True)
-    traces = {}
-    with cpu_lock(args.lock):
-        for side in sides:
-            traces[side] = case / f"trace_{side}.json"
-            run_side(side, case, args, 1, 1, trace=traces[side])
+    if not traced_in_last_rep:
+        with cpu_lock(args.lock):
+            for side in sides:
+                run_side(side, case, args, 1, 1, trace=traces[side])
     result = {"config": cfg, "reps": reps, "steps_per_rep": steps, "warmup": warmup,
               "device": args.device, "precision": args.precision,
               "channels_last": {"ours": args.channels_last or "options", "torchvision": tv_channels_last(args)},
