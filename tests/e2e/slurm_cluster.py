@@ -103,6 +103,10 @@ class SlurmCluster:
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "MpiDefault=none", "ReturnToService=2", "SchedulerType=sched/backfill",
             "KillWait=5", "MessageTimeout=20",
+            # No completed job's record is purged (this cluster lives for one test): then sbatch
+            # --wait polls every 2 s. It stretches its polls 2 -> 8 -> 32 s while they stay under
+            # half of MinJobAge (default 300 s), so a job of 3 s returned after 10 s.
+            "MinJobAge=0",
             *nodes,
             "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO", ""]))
         try:
