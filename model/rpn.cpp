@@ -5,6 +5,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -250,11 +251,41 @@ RPNLabels RPNImpl::label(const std::vector<at::Tensor>& features,
   const at::Tensor& all_anchors = out.anchors;
   const ops::Matcher matcher(options_.fg_iou_threshold, options_.bg_iou_threshold,
                              /*allow_low_quality_matches=*/true);
-  // The IoUs image by image: a batch's [N, G, anchors] (and box_iou's temporaries, twice that)
-  // would take gigabytes at 800x1344 with COCO's crowded images. The rest in one pass.
+  // The IoUs of as many images at once as iou_batch_elements_ allows: a whole batch's
+  // [N, G, anchors] (and box_iou's temporaries, twice that) would take gigabytes at 800x1344 with
+  // COCO's crowded images. An image alone is matched as an image. The rest in one pass.
+  const int64_t num_anchors = all_anchors.size(0);
+  const auto elements = [&](size_t images, int64_t most) {
+    return static_cast<int64_t>(images) * std::max<int64_t>(most, 1) * num_anchors;
+  };
   std::vector<at::Tensor> matches;
-  for (const ImageTargets& t : targets) matches.push_back(matcher(ops::box_iou(t.boxes, all_anchors)));
-  out.matches = at::stack(matches);
+  for (size_t first = 0; first < targets.size();) {
+    size_t end = first + 1;
+    int64_t most = targets[first].boxes.size(0);
+    for (; end < targets.size(); ++end) {
+      const int64_t with = std::max(most, targets[end].boxes.size(0));
+      if (elements(end + 1 - first, with) > iou_batch_elements_) break;
+      most = with;
+    }
+    if (end == first + 1) {
+      matches.push_back(matcher(ops::box_iou(targets[first].boxes, all_anchors)).unsqueeze(0));
+    } else {
+      std::vector<at::Tensor> boxes;
+      std::vector<int64_t> counts;
+      for (size_t i = first; i < end; ++i) {
+        boxes.push_back(targets[i].boxes);
+        counts.push_back(targets[i].boxes.size(0));
+      }
+      const int64_t n = static_cast<int64_t>(end - first);
+      const at::Tensor gt_counts =
+          ops::copy_to_device_async(at::tensor(counts, at::TensorOptions().dtype(at::kLong)), all_anchors.device());
+      matches.push_back(matcher.batched(
+          ops::box_iou_batched(at::pad_sequence(boxes, /*batch_first=*/true), all_anchors.expand({n, num_anchors, 4})),
+          gt_counts));
+    }
+    first = end;
+  }
+  out.matches = matches.size() == 1 ? matches.front() : at::cat(matches);
   const at::Tensor& matched = out.matches;
   at::Tensor labels = (matched >= 0).to(at::kLong);
   labels.masked_fill_(matched == ops::Matcher::kBetweenThresholds, -1);

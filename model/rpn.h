@@ -112,6 +112,14 @@ class RPNImpl : public torch::nn::Module {
   enum class LossGather { kAuto, kPerLevel, kAllLevels };
   void set_loss_gather(LossGather gather) { loss_gather_ = gather; }
 
+  // label() matches the anchors of several images at once: their IoUs as one [n, G, A] tensor (G
+  // the images' most ground truth boxes, the others padded), as many images as keep n * G * A
+  // within this many elements; an image alone where even two would not fit (the anchors of an
+  // 800x1344 image number 268,569: at the default, about five images of 20 boxes). The same
+  // matches whatever the budget (each image's IoUs and matches are the same operators,
+  // elementwise); 0 matches image by image.
+  void set_iou_batch_elements(int64_t elements) { iou_batch_elements_ = elements; }
+
   const RPNOptions& options() const { return options_; }
   RPNHead head{nullptr};
 
@@ -132,6 +140,7 @@ class RPNImpl : public torch::nn::Module {
   RPNOptions options_;
   int64_t num_anchors_;
   LossGather loss_gather_ = LossGather::kAuto;
+  int64_t iou_batch_elements_ = int64_t{1} << 25;
   struct AnchorCache;  // shared by clones of the module; thread-safe
   std::shared_ptr<AnchorCache> anchor_cache_;
 };

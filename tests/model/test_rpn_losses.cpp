@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/ops/box/matcher.h"
 #include "model/rpn.h"
 
 namespace mrcnn::model {
@@ -100,6 +101,47 @@ TEST(RpnLosses, OneProductOverAllLevelsEqualsTheLevelByLevelProducts) {
       EXPECT_TRUE(at::equal(automatic.box_reg, per_level.box_reg));
     }
   }
+}
+
+// label() matches several images' anchors at once (their IoUs as one padded tensor) within its
+// element budget: the same matches, labels and counts, bit for bit, as image by image (budget 0),
+// whether the whole batch fits or chunks of 3 and 2 images do; images with no box, one, and many, with boxes
+// that tie (a duplicated box) and that straddle the image.
+TEST(RpnLosses, LabelsOfImagesMatchedTogetherAreTheirOwnLabels) {
+  const std::vector<int64_t> boxes_per_image = {3, 0, 1, 7, 2};
+  const int64_t n = static_cast<int64_t>(boxes_per_image.size());
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(17);
+  std::vector<at::Tensor> features;
+  for (int64_t s : {4, 8, 16, 32, 64}) features.push_back(at::empty({n, 0, (128 + s - 1) / s, (160 + s - 1) / s}));
+  std::vector<ImageTargets> targets(boxes_per_image.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const int64_t g = boxes_per_image[i];
+    const at::Tensor xy = at::rand({g, 2}, gen) * at::tensor({150.f, 118.f});
+    const at::Tensor wh = at::rand({g, 2}, gen) * 100 + 4;
+    targets[i].boxes = at::cat({xy, xy + wh}, 1);
+    if (g == 7) targets[i].boxes[6].copy_(targets[i].boxes[5]);  // a tie
+    targets[i].labels = at::ones({g}, at::kLong);
+    targets[i].height = 128;
+    targets[i].width = 160;
+  }
+  RPNOptions o;
+  o.straddle_threshold = 0;
+  RPN rpn(o, 4);
+  rpn->set_iou_batch_elements(0);
+  const RPNLabels alone = rpn->label(features, targets);
+  const int64_t anchors = alone.anchors.size(0);
+  ASSERT_GT(anchors, 1000);
+  for (const int64_t budget : {int64_t{2} * 7 * anchors, int64_t{1} << 40}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    rpn->set_iou_batch_elements(budget);
+    const RPNLabels together = rpn->label(features, targets);
+    EXPECT_TRUE(at::equal(together.matches, alone.matches));
+    EXPECT_TRUE(at::equal(together.draw.counts, alone.draw.counts));
+    EXPECT_TRUE(at::equal(together.draw.positive_batch, alone.draw.positive_batch));
+    EXPECT_TRUE(at::equal(together.draw.negative_batch, alone.draw.negative_batch));
+  }
+  EXPECT_TRUE((alone.matches[1] == ops::Matcher::kBelowLowThreshold).all().item<bool>()) << "no box: background";
+  EXPECT_GT((alone.matches >= 0).sum().item<int64_t>(), 0);
 }
 
 }  // namespace
