@@ -121,17 +121,24 @@ class SlurmCluster:
                     # the hierarchies this machine has, mounted again (the same ones) in the host's view.
                     self._run(self.hosts.command(k, ["sh", "-c", MOUNT_CGROUPS + ' && exec "$@"', "sh",
                                                      "slurmd", "-f", self.conf]))
-            deadline = time.time() + 60
-            while time.time() < deadline:
-                states = self._run(["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout.split()
-                state = ",".join(states)
-                if states and all(s == "idle" for s in states):
-                    return self
-                time.sleep(0.5)
-            raise RuntimeError(f"the Slurm node did not come up (state '{state}'): see {d / 'log'}")
+            self.wait_idle("did not come up")
+            return self
         except BaseException:
             self.__exit__(None, None, None)
             raise
+
+    def wait_idle(self, what="did not come back to idle", timeout=60):
+        """Returns once every node is idle: after a job, its nodes are still completing for a moment
+        after sbatch --wait returns, and a job submitted then gets the other nodes."""
+        deadline = time.time() + timeout
+        state = ""
+        while time.time() < deadline:
+            states = self._run(["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout.split()
+            state = ",".join(states)
+            if states and all(s == "idle" for s in states):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"the Slurm nodes {what} (state '{state}'): see {self.dir / 'log'}")
 
     def __exit__(self, *exc):
         self._run(["scontrol", "shutdown"], check=False)

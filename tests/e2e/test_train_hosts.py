@@ -255,6 +255,9 @@ def check_slurm(cluster, data, tmp, fixed, ref_losses):
                    "--srun-mpi", srun_mpi, "--script", script, "--set", "launch.ranks_per_node=1",
                    "--set", "launch.threads_per_rank=1", "--set", 'launch.cpu_binding="none"',
                    "--set", f"launch.env={mpi_env}", "--", *args[args.index("--quiet"):]]
+            # Every node idle first: the job is placed on the first two hosts, as the placement
+            # below asserts (the previous job's nodes may still be completing).
+            slurm.wait_idle()
             before = set(tmp.glob("slurm-*.out"))
             p = env.run(cmd, env=slurm.env, cwd=tmp, timeout=900)
             job = "".join(f.read_text() for f in set(tmp.glob("slurm-*.out")) - before)
