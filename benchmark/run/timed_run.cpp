@@ -159,7 +159,10 @@ void TimedRun::train_epochs(std::string& status) {
         throw_if_stop_requested();  // a safe point: SIGTERM/SIGINT end the run here
         // A measurement's epoch ends here, the same step on every rank.
         if (options_.max_steps_per_epoch > 0 && steps >= options_.max_steps_per_epoch) break;
-        if (agree_target_reached()) {  // an earlier epoch's score arrived and met the targets
+        // An earlier epoch's score arrived and met the targets: agreed with the step results'
+        // read (every results_every_steps steps, where the ranks meet anyway), so that no step
+        // between two reads waits on a host collective; one rank alone asks after every step.
+        if ((comm_.world_size() == 1 || trainer_.unread_steps() == 0) && agree_target_reached()) {
           stop = true;
           break;
         }

@@ -4,9 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
+#include <string>
+#include <stdexcept>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
+#include "benchmark/comm/communicator.h"
 #include "benchmark/run/init_log.h"
 #include "benchmark/run/observers.h"
 #include "benchmark/run/profile_window.h"
@@ -45,6 +50,9 @@ struct ToyRun {
   std::chrono::milliseconds step_time{0};
   int64_t max_steps_per_epoch = 0;
   std::vector<RunObserver*> observers;  // besides the metrics file
+  // Instead of the local communicator (rank 0 of 1): this one, which the run's trainer is told of.
+  comm::Communicator* comm = nullptr;
+  std::function<void(const train::Trainer&)> on_trainer;
 
   RunResult run(const std::filesystem::path& log_path, const std::string& metrics = "") const {
     logging::MLLogger mllog({.to_stdout = false, .file_path = log_path.string(), .truncate_file = true});
@@ -59,12 +67,14 @@ struct ToyRun {
     model.nan_at_step_ = nan_at_step;
     model.fail_at_step_ = fail_at_step;
     model.step_time_ = step_time;
-    auto comm = comm::make_local_communicator();
+    auto local = comm::make_local_communicator();
+    comm::Communicator* const comm = this->comm ? this->comm : local.get();
     train::Trainer trainer(model,
                            {.schedule = {.base_lr = 0.01, .warmup_steps = 5, .warmup_factor = 0.1, .decay_steps = {30, 40}},
                             .seed = seed,
                             .results_every = results_every},
                            *comm);
+    if (on_trainer) on_trainer(trainer);
     mllog.log(logging::key::kInitStop);
     RunParts parts{[this] { return std::make_unique<ToyData>(batches, 8); },
                    [] { return std::make_unique<ToyData>(2, 8); },
@@ -189,6 +199,54 @@ TEST(Trainer, ANonFiniteStepMakesNoUpdateAndIsNamedWhenReadLate) {
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(trainer.global_step(), 6) << "read at the sixth step";
+}
+
+// Rank 0 of two ranks whose other rank does what this one does: sums double, gathers repeat this
+// rank's bytes. Every broadcast (the run's stop verdict) is recorded with the trainer's unread
+// steps at that moment.
+class TwinRanks final : public comm::Communicator {
+ public:
+  std::string backend() const override { return "twin"; }
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 2; }
+  void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t) override {
+    for (at::Tensor& t : tensors) t.mul_(2);
+  }
+  void broadcast(std::vector<at::Tensor>&, int) override {
+    unread_at_broadcast.push_back(trainer ? trainer->unread_steps() : -1);
+  }
+  std::vector<std::string> allgather_bytes(const std::string& mine) override { return {mine, mine}; }
+  std::vector<std::string> gather_bytes(const std::string& mine, int) override { return {mine, mine}; }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
+
+  const train::Trainer* trainer = nullptr;
+  std::vector<int64_t> unread_at_broadcast;
+};
+
+// With several ranks, the stop verdict (targets reached, scoring failed) is agreed with the step
+// results' read, every results_every steps, not after every step: no step between two reads waits
+// on a host collective; the run still stops at the targets, on a read step.
+TEST(TimedRun, SeveralRanksAgreeToStopOnlyWhereTheyReadTheResults) {
+  Scratch s;
+  TwinRanks twins;
+  ToyRun run;
+  run.results_every = 4;
+  run.batches = 10;  // 10 steps an epoch: reads at steps 4 and 8 of each, and its end
+  run.step_time = std::chrono::milliseconds(20);
+  run.comm = &twins;
+  run.on_trainer = [&](const train::Trainer& t) { twins.trainer = &t; };
+  const RunResult r = run.run(s.dir / "mlperf.log");
+  EXPECT_TRUE(r.success) << r.stop_reason;
+  EXPECT_EQ(r.converged_epoch, 4);
+  ASSERT_FALSE(twins.unread_at_broadcast.empty());
+  for (size_t i = 0; i < twins.unread_at_broadcast.size(); ++i)
+    EXPECT_EQ(twins.unread_at_broadcast[i], 0) << "broadcast " << i << " came between two reads";
+  // Fewer verdicts than steps: one at each read inside an epoch and one after each epoch's eval.
+  EXPECT_LT(twins.unread_at_broadcast.size(), r.steps.size());
+  EXPECT_EQ(r.steps.size() % 10 % 4, 0u) << "the run stopped between two reads: " << r.steps.size() << " steps";
 }
 
 TEST(TimedRun, ConvergedRunWritesACompliantLogAndStopsAtTheTarget) {
