@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "benchmark/comm/communicator.h"
+#include "tests/benchmark/twin_ranks.h"
 #include "benchmark/run/init_log.h"
 #include "benchmark/run/observers.h"
 #include "benchmark/run/profile_window.h"
@@ -201,51 +202,29 @@ TEST(Trainer, ANonFiniteStepMakesNoUpdateAndIsNamedWhenReadLate) {
   EXPECT_EQ(trainer.global_step(), 6) << "read at the sixth step";
 }
 
-// Rank 0 of two ranks whose other rank does what this one does: sums double, gathers repeat this
-// rank's bytes. Every broadcast (the run's stop verdict) is recorded with the trainer's unread
-// steps at that moment.
-class TwinRanks final : public comm::Communicator {
- public:
-  std::string backend() const override { return "twin"; }
-  int rank() const override { return 0; }
-  int world_size() const override { return 2; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 2; }
-  void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t) override {
-    for (at::Tensor& t : tensors) t.mul_(2);
-  }
-  void broadcast(std::vector<at::Tensor>&, int) override {
-    unread_at_broadcast.push_back(trainer ? trainer->unread_steps() : -1);
-  }
-  std::vector<std::string> allgather_bytes(const std::string& mine) override { return {mine, mine}; }
-  std::vector<std::string> gather_bytes(const std::string& mine, int) override { return {mine, mine}; }
-  void barrier() override {}
-  [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
-
-  const train::Trainer* trainer = nullptr;
-  std::vector<int64_t> unread_at_broadcast;
-};
-
 // With several ranks, the stop verdict (targets reached, scoring failed) is agreed with the step
 // results' read, every results_every steps, not after every step: no step between two reads waits
 // on a host collective; the run still stops at the targets, on a read step.
 TEST(TimedRun, SeveralRanksAgreeToStopOnlyWhereTheyReadTheResults) {
   Scratch s;
-  TwinRanks twins;
+  mrcnn::testing::TwinRanks twins;
+  const train::Trainer* trainer = nullptr;
+  std::vector<int64_t> unread_at_broadcast;  // the trainer's unread steps at each broadcast
+  twins.on_broadcast = [&] { unread_at_broadcast.push_back(trainer ? trainer->unread_steps() : -1); };
   ToyRun run;
   run.results_every = 4;
   run.batches = 10;  // 10 steps an epoch: reads at steps 4 and 8 of each, and its end
   run.step_time = std::chrono::milliseconds(20);
   run.comm = &twins;
-  run.on_trainer = [&](const train::Trainer& t) { twins.trainer = &t; };
+  run.on_trainer = [&](const train::Trainer& t) { trainer = &t; };
   const RunResult r = run.run(s.dir / "mlperf.log");
   EXPECT_TRUE(r.success) << r.stop_reason;
   EXPECT_EQ(r.converged_epoch, 4);
-  ASSERT_FALSE(twins.unread_at_broadcast.empty());
-  for (size_t i = 0; i < twins.unread_at_broadcast.size(); ++i)
-    EXPECT_EQ(twins.unread_at_broadcast[i], 0) << "broadcast " << i << " came between two reads";
+  ASSERT_FALSE(unread_at_broadcast.empty());
+  for (size_t i = 0; i < unread_at_broadcast.size(); ++i)
+    EXPECT_EQ(unread_at_broadcast[i], 0) << "broadcast " << i << " came between two reads";
   // Fewer verdicts than steps: one at each read inside an epoch and one after each epoch's eval.
-  EXPECT_LT(twins.unread_at_broadcast.size(), r.steps.size());
+  EXPECT_LT(unread_at_broadcast.size(), r.steps.size());
   EXPECT_EQ(r.steps.size() % 10 % 4, 0u) << "the run stopped between two reads: " << r.steps.size() << " steps";
 }
 

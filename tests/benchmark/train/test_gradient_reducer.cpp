@@ -9,44 +9,12 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "benchmark/train/gradient_reducer.h"
+#include "tests/benchmark/twin_ranks.h"
 
 namespace mrcnn::train {
 namespace {
 
-// Two ranks that computed the same gradients, as seen from one of them: every sum doubles the
-// buffer. Records each start: its size, and whether the backward pass was still running.
-class TwinRanks final : public comm::Communicator {
- public:
-  bool in_backward = false;
-  struct Start {
-    int64_t numel;
-    bool during_backward;
-  };
-  std::vector<Start> starts;
-  int progress_calls = 0;
-
-  std::string backend() const override { return "twin"; }
-  int rank() const override { return 0; }
-  int world_size() const override { return 2; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 2; }
-  void allreduce_sum(std::vector<at::Tensor>& tensors, int64_t) override {
-    for (auto& t : tensors) t.mul_(2);
-  }
-  std::unique_ptr<PendingSum> start_allreduce_sum(at::Tensor buffer) override {
-    starts.push_back({buffer.numel(), in_backward});
-    buffer.mul_(2);
-    return std::make_unique<PendingSum>();
-  }
-  bool overlaps(const at::Device& device) const override { return overlap && device.is_cpu(); }
-  void progress() override { ++progress_calls; }
-  void broadcast(std::vector<at::Tensor>&, int) override {}
-  std::vector<std::string> allgather_bytes(const std::string& m) override { return {m, m}; }
-  std::vector<std::string> gather_bytes(const std::string& m, int) override { return {m, m}; }
-  void barrier() override {}
-  [[noreturn]] void abort(int code) override { std::exit(code); }
-  bool overlap = true;
-};
+using mrcnn::testing::TwinRanks;
 
 // A small network of three layers, the middle one unused by the loss (its gradient never
 // arrives); one parameter channels-last, as the convolutions of the real model.
