@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "benchmark/analysis/numbers.h"
@@ -27,54 +28,57 @@ bool trains_in_blocks(const RunRecord& r) {
 
 // A log of blocks: training is the blocks (block_start to block_stop), and an evaluation's inference
 // runs from eval_start until the next block starts (or eval_stop, when sooner).
+// The parts of a run's time that epochs and blocks share: init before run_start; after training
+// (which ended at last_end, its last training or inference), the wait for the last score until
+// run_stop; idle, what the parts leave of the run.
+void close_breakdown(const RunRecord& r, double last_end, TimeBreakdown& t) {
+  if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
+  if (const auto run = r.run_seconds()) {
+    if (r.run_stop_ms) t.final_scoring_wait = std::max(0.0, (*r.run_stop_ms - last_end) / 1000);
+    t.idle = std::max(0.0, *run - t.training - t.eval_inference - t.final_scoring_wait);
+  }
+}
+
+// An epoch's validation inference, from eval_start until training resumes at `resumes` (or its
+// eval_stop, which the asynchronous scorer may send later), into t; its end is returned.
+double add_inference(const EpochRecord& e, std::optional<double> resumes, TimeBreakdown& t) {
+  const double end = std::min(*e.eval_stop_ms, resumes.value_or(*e.eval_stop_ms));
+  t.eval_inference += std::max(0.0, end - *e.eval_start_ms) / 1000;
+  return end;
+}
+
 TimeBreakdown time_of_blocks(const RunRecord& r) {
   TimeBreakdown t;
-  if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
   double last_end = r.run_start_ms.value_or(0);
   for (const BlockRecord& b : r.blocks)
     if (b.start_ms && b.stop_ms) t.training += (*b.stop_ms - *b.start_ms) / 1000, last_end = std::max(last_end, *b.stop_ms);
   for (const EpochRecord& e : r.epochs) {
     if (e.eval_start_ms && e.eval_stop_ms) {
-      double end = *e.eval_stop_ms;
+      std::optional<double> resumes;  // the first block that starts after this evaluation
       for (const BlockRecord& b : r.blocks)
-        if (b.start_ms && *b.start_ms >= *e.eval_start_ms) end = std::min(end, *b.start_ms);
-      t.eval_inference += std::max(0.0, end - *e.eval_start_ms) / 1000;
-      last_end = std::max(last_end, end);
+        if (b.start_ms && *b.start_ms >= *e.eval_start_ms) resumes = std::min(resumes.value_or(*b.start_ms), *b.start_ms);
+      last_end = std::max(last_end, add_inference(e, resumes, t));
     }
     if (e.scoring_seconds) t.scoring_total = t.scoring_total.value_or(0) + *e.scoring_seconds;
   }
-  if (const auto run = r.run_seconds()) {
-    if (r.run_stop_ms) t.final_scoring_wait = std::max(0.0, (*r.run_stop_ms - last_end) / 1000);
-    t.idle = std::max(0.0, *run - t.training - t.eval_inference - t.final_scoring_wait);
-  }
+  close_breakdown(r, last_end, t);
   return t;
 }
 
 TimeBreakdown time_of(const RunRecord& r) {
   if (trains_in_blocks(r)) return time_of_blocks(r);
   TimeBreakdown t;
-  if (r.init_start_ms && r.run_start_ms) t.init = (*r.run_start_ms - *r.init_start_ms) / 1000;
-  // The validation inference of an epoch runs from eval_start until training resumes (the next
-  // epoch_start); eval_stop comes when the asynchronous scorer is done, which may be later.
   double last_end = r.run_start_ms.value_or(0);
   for (size_t i = 0; i < r.epochs.size(); ++i) {
     const EpochRecord& e = r.epochs[i];
     if (e.start_ms && e.stop_ms) t.training += (*e.stop_ms - *e.start_ms) / 1000, last_end = std::max(last_end, *e.stop_ms);
-    if (e.eval_start_ms && e.eval_stop_ms) {
-      double end = *e.eval_stop_ms;
-      if (i + 1 < r.epochs.size() && r.epochs[i + 1].start_ms) end = std::min(end, *r.epochs[i + 1].start_ms);
-      t.eval_inference += std::max(0.0, end - *e.eval_start_ms) / 1000;
-      last_end = std::max(last_end, end);
-    }
+    if (e.eval_start_ms && e.eval_stop_ms)  // training resumes at the next epoch_start
+      last_end = std::max(last_end, add_inference(e, i + 1 < r.epochs.size() ? r.epochs[i + 1].start_ms : std::nullopt, t));
     if (e.scoring_seconds) t.scoring_total = t.scoring_total.value_or(0) + *e.scoring_seconds;
   }
-  if (const auto run = r.run_seconds()) {
-    if (r.run_stop_ms) t.final_scoring_wait = std::max(0.0, (*r.run_stop_ms - last_end) / 1000);
-    t.idle = std::max(0.0, *run - t.training - t.eval_inference - t.final_scoring_wait);
-  }
+  close_breakdown(r, last_end, t);
   return t;
 }
-
 
 // metrics.jsonl's steps x the global batch in each epoch the log trained (epoch_start and
 // epoch_stop), in epoch order, each step counted once (a resumed run's file repeats steps); empty

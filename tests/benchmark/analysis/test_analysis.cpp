@@ -353,15 +353,20 @@ TEST(RunRecord, DamagedMetricsLineIsNamed) {
 
 // ---- report --------------------------------------------------------------------------------------
 
+// One MLPerf log record at t ms, as the harness writes it.
+std::string mllog_line(double t, const std::string& key, const std::string& value, const std::string& meta) {
+  return ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(static_cast<int64_t>(t)) +
+         ", \"event_type\": \"POINT_IN_TIME\", \"key\": \"" + key + "\", \"value\": " + value +
+         ", \"metadata\": " + meta + "}\n";
+}
+
 // An MLPerf log of `epochs` epochs of 100 s each, with `events` throughput records (images/s).
 std::string log_text(const std::string& division, int64_t train_samples, int64_t eval_samples, int epochs,
                      const std::vector<double>& events, const std::string& benchmark = "maskrcnn") {
   std::string out;
   double t = 1e12;
   const auto rec = [&](const std::string& key, const std::string& value, const std::string& meta = "{}") {
-    out += ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(static_cast<int64_t>(t)) +
-           ", \"event_type\": \"POINT_IN_TIME\", \"key\": \"" + key + "\", \"value\": " + value +
-           ", \"metadata\": " + meta + "}\n";
+    out += mllog_line(t, key, value, meta);
   };
   rec("submission_benchmark", "\"" + benchmark + "\"");
   rec("submission_division", "\"" + division + "\"");
@@ -501,9 +506,7 @@ std::string block_log(int blocks) {
   std::string out;
   double t = 1e12;
   const auto rec = [&](const std::string& key, const std::string& value, const std::string& meta = "{}") {
-    out += ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(static_cast<int64_t>(t)) +
-           ", \"event_type\": \"POINT_IN_TIME\", \"key\": \"" + key + "\", \"value\": " + value +
-           ", \"metadata\": " + meta + "}\n";
+    out += mllog_line(t, key, value, meta);
   };
   rec("submission_benchmark", "\"maskrcnn\"");
   rec("submission_division", "\"closed\"");
